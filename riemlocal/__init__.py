@@ -1,0 +1,13 @@
+"""riemlocal: local metric learning as metric tensor fields, with geodesics and Riemannian statistics."""
+
+from .fields import ConstantField, MetricField, NearestLocalField, RBFLocalField, SmoothLocalField
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "MetricField",
+    "ConstantField",
+    "NearestLocalField",
+    "RBFLocalField",
+    "SmoothLocalField",
+]

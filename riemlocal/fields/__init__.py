@@ -1,0 +1,12 @@
+"""Metric tensor fields :math:`M(x)` on :math:`\\mathbb{R}^D` (the *where* of local metrics)."""
+
+from ._base import ConstantField, MetricField
+from ._local import NearestLocalField, RBFLocalField, SmoothLocalField
+
+__all__ = [
+    "MetricField",
+    "ConstantField",
+    "NearestLocalField",
+    "RBFLocalField",
+    "SmoothLocalField",
+]

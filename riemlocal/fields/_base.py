@@ -1,0 +1,159 @@
+"""The metric tensor field interface and the constant (global) field."""
+
+import numpy as np
+
+from ..utils.validation import check_points, check_spd
+
+__all__ = ["MetricField", "ConstantField"]
+
+
+class MetricField:
+    r"""A field of symmetric positive definite matrices :math:`M(x)` on :math:`\mathbb{R}^D`.
+
+    Subclasses define :meth:`metric_matrix`; everything else (derivatives,
+    Christoffel symbols, geodesics, distances) is derived from it. The
+    derivative falls back to reverse-mode autodiff (when ``metric_matrix`` is
+    written with ``autograd.numpy``) or to central differences; smooth fields
+    with closed-form derivatives override :meth:`metric_derivative` and the
+    fused products :meth:`energy_terms` / :meth:`derivative_vector_product`.
+
+    Every method is batched over leading axes: points have shape ``(..., dim)``.
+
+    Parameters
+    ----------
+    dim : int
+        Dimension :math:`D` of the ambient space.
+
+    Attributes
+    ----------
+    is_smooth : bool
+        ``True`` when :math:`M` is differentiable, i.e. the field is a
+        Riemannian metric (Hauberg et al., Lemma 1) and geodesics exist.
+    """
+
+    is_smooth = True
+    #: step of the central-difference fallback, relative to ``1 + |x|``
+    finite_difference_step = 1e-5
+
+    def __init__(self, dim):
+        if isinstance(dim, bool) or not isinstance(dim, (int, np.integer)) or dim < 1:
+            raise ValueError(f"dim must be a positive integer, got {dim!r}")
+        self.dim = int(dim)
+
+    def metric_matrix(self, base_point):
+        """Metric :math:`M(x)`, shape ``(..., dim, dim)``."""
+        raise NotImplementedError(f"{type(self).__name__} must implement metric_matrix(base_point)")
+
+    def __call__(self, base_point):
+        return self.metric_matrix(base_point)
+
+    def _check(self, base_point, name="base_point"):
+        return check_points(base_point, self.dim, name)
+
+    def metric_derivative(self, base_point):
+        r"""Derivative :math:`\partial M_{ij} / \partial x_k`, shape ``(..., dim, dim, dim)``.
+
+        Default: autodiff through ``metric_matrix`` when it is traceable by
+        autograd, otherwise central differences (error :math:`O(h^2)`).
+        """
+        x = self._check(base_point)
+        try:
+            return self._autograd_derivative(x)
+        except Exception:  # not traceable by autograd: fall back to central differences
+            return self._central_difference_derivative(x)
+
+    def _autograd_derivative(self, x):
+        from autograd.differential_operators import make_jvp_reversemode
+
+        jvp = make_jvp_reversemode(self.metric_matrix, x)
+        columns = []
+        for k in range(self.dim):
+            direction = np.zeros_like(x)
+            direction[..., k] = 1.0
+            columns.append(np.asarray(jvp(direction), dtype=float))
+        return np.stack(columns, axis=-1)
+
+    def _central_difference_derivative(self, x):
+        h = self.finite_difference_step * (1.0 + np.abs(x))
+        columns = []
+        for k in range(self.dim):
+            step = np.zeros_like(x)
+            step[..., k] = h[..., k]
+            diff = self.metric_matrix(x + step) - self.metric_matrix(x - step)
+            columns.append(diff / (2.0 * h[..., k, None, None]))
+        return np.stack(columns, axis=-1)
+
+    def metric_vector_product(self, tangent_vec, base_point):
+        """:math:`M(x) v`, shape ``(..., dim)``."""
+        return np.einsum("...ij,...j->...i", self.metric_matrix(base_point), tangent_vec)
+
+    def energy_terms(self, tangent_vec, base_point):
+        r"""Return :math:`M(x)v` and :math:`\nabla_x (v^T M(x) v)`, each of shape ``(..., dim)``.
+
+        These are the two pieces of the gradient of the discrete curve energy.
+        """
+        dmetric = self.metric_derivative(base_point)
+        grad = np.einsum("...ijk,...i,...j->...k", dmetric, tangent_vec, tangent_vec)
+        return self.metric_vector_product(tangent_vec, base_point), grad
+
+    def derivative_vector_product(self, tangent_vec, base_point):
+        r""":math:`(\sum_k v_k \partial_k M(x))\, v`, shape ``(..., dim)``."""
+        dmetric = self.metric_derivative(base_point)
+        return np.einsum("...ijk,...j,...k->...i", dmetric, tangent_vec, tangent_vec)
+
+    def geodesic_acceleration(self, tangent_vec, base_point):
+        r"""Acceleration :math:`c'' = -\Gamma(c', c')` of a geodesic through ``base_point``.
+
+        Euler--Lagrange equation of the energy :math:`\int c'^T M(c) c'`:
+
+        .. math::
+            M(c)\, c'' = -\Big(\sum_k c'_k \partial_k M(c)\Big) c'
+                         + \tfrac12 \big[c'^T \partial_l M(c)\, c'\big]_l .
+
+        (Hauberg et al., eq. (8), print only a sign-flipped second term, which
+        is wrong for :math:`D \ge 2`.)
+        """
+        _, grad = self.energy_terms(tangent_vec, base_point)
+        rhs = 0.5 * grad - self.derivative_vector_product(tangent_vec, base_point)
+        return np.linalg.solve(self.metric_matrix(base_point), rhs[..., None])[..., 0]
+
+    def __repr__(self):
+        return f"{type(self).__name__}(dim={self.dim})"
+
+
+class ConstantField(MetricField):
+    """Global Mahalanobis metric: :math:`M(x) = M` everywhere (Ramanan & Baker, *Global*).
+
+    Parameters
+    ----------
+    metric : array-like of shape (dim, dim)
+        Symmetric positive definite matrix.
+    """
+
+    def __init__(self, metric):
+        metric = check_spd(metric, "metric")
+        if metric.ndim != 2:
+            raise ValueError(f"metric must be a single (dim, dim) matrix, got shape {metric.shape}")
+        super().__init__(metric.shape[0])
+        self.metric = metric
+
+    def metric_matrix(self, base_point):
+        x = self._check(base_point)
+        return np.broadcast_to(self.metric, x.shape[:-1] + self.metric.shape).copy()
+
+    def metric_derivative(self, base_point):
+        x = self._check(base_point)
+        return np.zeros(x.shape[:-1] + (self.dim,) * 3)
+
+    def metric_vector_product(self, tangent_vec, base_point):
+        return np.asarray(tangent_vec, dtype=float) @ self.metric
+
+    def energy_terms(self, tangent_vec, base_point):
+        mv = self.metric_vector_product(tangent_vec, base_point)
+        return mv, np.zeros_like(mv)
+
+    def derivative_vector_product(self, tangent_vec, base_point):
+        return np.zeros(np.broadcast_shapes(np.shape(tangent_vec), np.shape(base_point)))
+
+    def geodesic_acceleration(self, tangent_vec, base_point):
+        return self.derivative_vector_product(tangent_vec, base_point)

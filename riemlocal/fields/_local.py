@@ -1,0 +1,242 @@
+r"""Fields built from R local metrics :math:`M_r` placed at centers :math:`x_r`.
+
+All three blend the same ingredients and differ only in the weights:
+
+* :class:`NearestLocalField` -- the metric of the nearest center (piecewise constant);
+* :class:`RBFLocalField` -- a softmax of proximities (Ramanan & Baker eq. 14--15);
+* :class:`SmoothLocalField` -- the softmax with each center's own metric as
+  proximity (Hauberg, Freifeld & Black eq. 6), i.e. ``RBFLocalField`` with
+  ``proximity=None`` and ``sigma = 2 / rho``.
+
+Nearness of ``x`` to center ``r`` is the squared distance
+:math:`s_r(x) = (x - x_r)^T P_r (x - x_r)`, where :math:`P_r = M_r` (each
+center's own metric: the anisotropic Voronoi diagram of Ramanan & Baker eq.
+20--21) or one global matrix ``proximity``.
+"""
+
+import numpy as np
+from scipy.special import logsumexp, softmax
+
+from ..utils.validation import check_points, check_positive, check_spd
+from ._base import MetricField
+
+__all__ = ["NearestLocalField", "RBFLocalField", "SmoothLocalField"]
+
+_CHUNK_ELEMENTS = 2**23  # bound on temporary arrays of shape (chunk, R, D)
+
+
+class _LocalField(MetricField):
+    """Shared storage and proximity scores of the local fields."""
+
+    def __init__(self, centers, metrics, proximity=None):
+        centers = check_points(centers, name="centers", min_ndim=2)
+        if centers.ndim != 2:
+            raise ValueError(f"centers must have shape (n_centers, dim), got {centers.shape}")
+        n_centers, dim = centers.shape
+        metrics = check_spd(metrics, "metrics", dim=dim)
+        if metrics.shape != (n_centers, dim, dim):
+            raise ValueError(
+                f"metrics must have shape (n_centers, dim, dim) = {(n_centers, dim, dim)} "
+                f"to match centers, got {metrics.shape}"
+            )
+        if proximity is not None:
+            proximity = check_spd(proximity, "proximity", dim=dim)
+            if proximity.ndim != 2:
+                raise ValueError(f"proximity must be one (dim, dim) matrix or None, got shape {proximity.shape}")
+        super().__init__(dim)
+        self.centers = centers
+        self.metrics = metrics
+        self.proximity = proximity
+        self._stacked = metrics.reshape(n_centers * dim, dim)  # rows: M_1, ..., M_R
+        self._center_products = np.einsum("rij,rj->ri", metrics, centers)  # M_r x_r
+
+    @property
+    def n_centers(self):
+        """Number :math:`R` of local metrics."""
+        return self.centers.shape[0]
+
+    def _chunks(self, n_points):
+        size = max(1, _CHUNK_ELEMENTS // max(1, self.n_centers * self.dim))
+        return [slice(start, start + size) for start in range(0, n_points, size)]
+
+    def _scores(self, x):
+        """Squared proximities :math:`s_r(x)` and their halved gradients :math:`P_r(x - x_r)`.
+
+        ``x`` has shape ``(n, dim)``; returns ``(n, R)`` and ``(n, R, dim)``.
+        """
+        if self.proximity is None:
+            half_grad = (x @ self._stacked.T).reshape(len(x), self.n_centers, self.dim) - self._center_products
+        else:
+            half_grad = (x[:, None, :] - self.centers) @ self.proximity
+        scores = np.einsum("nrd,nrd->nr", half_grad, x[:, None, :] - self.centers)
+        return np.maximum(scores, 0.0), half_grad
+
+    def _flat(self, base_point, name="base_point"):
+        x = check_points(base_point, self.dim, name)
+        return x.reshape(-1, self.dim), x.shape[:-1]
+
+    def __repr__(self):
+        return f"{type(self).__name__}(n_centers={self.n_centers}, dim={self.dim})"
+
+
+class NearestLocalField(_LocalField):
+    r"""Piecewise-constant field: :math:`M(x) = M_{r^*}` with :math:`r^* = \arg\min_r s_r(x)`.
+
+    Ramanan & Baker's nearest-neighbour interpolation (eq. 13) and, with
+    ``proximity=None``, the anisotropic Voronoi cells of eq. 20--21. Per-class
+    and per-exemplar metrics are this field with the training points as
+    centers. It is not smooth, so it has no geodesics; use the ``"line"``
+    rule of :mod:`riemlocal.distances`, which integrates it exactly.
+
+    Parameters
+    ----------
+    centers : array-like of shape (n_centers, dim)
+    metrics : array-like of shape (n_centers, dim, dim)
+        SPD matrices :math:`M_r`.
+    proximity : array-like of shape (dim, dim), default=None
+        Global metric defining nearness; ``None`` uses each center's own metric.
+    """
+
+    is_smooth = False
+
+    def nearest_center(self, base_point):
+        """Index of the active cell at each point, shape ``(...)``."""
+        x, batch = self._flat(base_point)
+        index = np.empty(len(x), dtype=int)
+        for chunk in self._chunks(len(x)):
+            index[chunk] = np.argmin(self._scores(x[chunk])[0], axis=1)
+        return index.reshape(batch)
+
+    def metric_matrix(self, base_point):
+        return self.metrics[self.nearest_center(base_point)]
+
+    def metric_derivative(self, base_point):
+        """Zero almost everywhere (undefined on cell boundaries)."""
+        x = self._check(base_point)
+        return np.zeros(x.shape[:-1] + (self.dim,) * 3)
+
+
+class RBFLocalField(_LocalField):
+    r"""Smooth blend :math:`M(x) = \sum_r w_r(x) M_r`, :math:`w = \mathrm{softmax}_r(-s_r(x)/\sigma)`.
+
+    Ramanan & Baker eq. 14--15 (RBF interpolation of reference-point
+    metrics). Weights are computed in log space, so points far from every
+    center never give 0/0. The derivative is
+
+    .. math::
+        \partial_k M = \sum_r w_r (g_r - \bar g)_k M_r, \quad
+        g_r = -\tfrac{2}{\sigma} P_r (x - x_r), \quad \bar g = \sum_r w_r g_r .
+
+    Parameters
+    ----------
+    centers : array-like of shape (n_centers, dim)
+    metrics : array-like of shape (n_centers, dim, dim)
+    sigma : float
+        Temperature (> 0) of the softmax on squared proximities.
+    proximity : array-like of shape (dim, dim), default=None
+        Global metric defining proximity; ``None`` uses each center's own metric.
+    """
+
+    def __init__(self, centers, metrics, sigma, proximity=None):
+        self.sigma = check_positive(sigma, "sigma")
+        super().__init__(centers, metrics, proximity)
+
+    def weights(self, base_point):
+        """Blending weights :math:`w_r(x)`, shape ``(..., n_centers)``; they sum to one."""
+        x, batch = self._flat(base_point)
+        return self._weights_and_gradients(x)[0].reshape(batch + (self.n_centers,))
+
+    def _weights_and_gradients(self, x):
+        scores, half_grad = self._scores(x)
+        weights = softmax(-scores / self.sigma, axis=1)
+        return weights, (-2.0 / self.sigma) * half_grad  # g_r = grad log w~_r
+
+    def log_normalizer(self, base_point):
+        r""":math:`\log \sum_r e^{-s_r(x)/\sigma}`, stable far from every center."""
+        x, batch = self._flat(base_point)
+        return logsumexp(-self._scores(x)[0] / self.sigma, axis=1).reshape(batch)
+
+    def _map_chunks(self, fn, base_point, *vectors):
+        """Apply ``fn(x, *vectors)`` to flattened chunks and restore batch shapes."""
+        arrays = [check_points(base_point, self.dim, "base_point")] + [
+            check_points(v, self.dim, "tangent_vec") for v in vectors
+        ]
+        shape = np.broadcast_shapes(*(a.shape for a in arrays))
+        flat = [np.broadcast_to(a, shape).reshape(-1, self.dim) for a in arrays]
+        outputs = None
+        for chunk in self._chunks(len(flat[0])):
+            result = fn(*(a[chunk] for a in flat))
+            result = result if isinstance(result, tuple) else (result,)
+            outputs = [[] for _ in result] if outputs is None else outputs
+            for store, part in zip(outputs, result):
+                store.append(part)
+        merged = [np.concatenate(parts).reshape(shape[:-1] + parts[0].shape[1:]) for parts in outputs]
+        return merged[0] if len(merged) == 1 else tuple(merged)
+
+    def metric_matrix(self, base_point):
+        return self._map_chunks(
+            lambda x: np.einsum("nr,rij->nij", self._weights_and_gradients(x)[0], self.metrics), base_point
+        )
+
+    def metric_derivative(self, base_point):
+        def derivative(x):
+            weights, grads = self._weights_and_gradients(x)
+            centered = grads - np.einsum("nr,nrk->nk", weights, grads)[:, None, :]
+            return np.einsum("nr,nrk,rij->nijk", weights, centered, self.metrics)
+
+        return self._map_chunks(derivative, base_point)
+
+    def _local_products(self, v):
+        """:math:`M_r v` for every center, shape ``(n, R, dim)``."""
+        return (v @ self._stacked.T).reshape(len(v), self.n_centers, self.dim)
+
+    def metric_vector_product(self, tangent_vec, base_point):
+        def product(x, v):
+            weights, _ = self._weights_and_gradients(x)
+            return np.einsum("nr,nri->ni", weights, self._local_products(v))
+
+        return self._map_chunks(product, base_point, tangent_vec)
+
+    def energy_terms(self, tangent_vec, base_point):
+        def terms(x, v):
+            weights, grads = self._weights_and_gradients(x)
+            local = self._local_products(v)
+            quad = np.einsum("nri,ni->nr", local, v)  # v^T M_r v
+            quad -= np.einsum("nr,nr->n", weights, quad)[:, None]
+            return np.einsum("nr,nri->ni", weights, local), np.einsum("nr,nrk->nk", weights * quad, grads)
+
+        return self._map_chunks(terms, base_point, tangent_vec)
+
+    def derivative_vector_product(self, tangent_vec, base_point):
+        def product(x, v):
+            weights, grads = self._weights_and_gradients(x)
+            slopes = grads @ v[:, :, None]  # (n, R, 1): g_r . v
+            slopes = slopes[..., 0] - np.einsum("nr,nr->n", weights, slopes[..., 0])[:, None]
+            return np.einsum("nr,nri->ni", weights * slopes, self._local_products(v))
+
+        return self._map_chunks(product, base_point, tangent_vec)
+
+
+class SmoothLocalField(RBFLocalField):
+    r"""Hauberg, Freifeld & Black's smooth local metric (eq. 6).
+
+    .. math::
+        M(x) = \sum_r w_r(x) M_r, \qquad
+        w = \mathrm{softmax}_r\big(-\tfrac{\rho}{2} \|x - x_r\|^2_{M_r}\big).
+
+    Smooth, hence a Riemannian metric (Lemma 1). Computed in log space.
+
+    Parameters
+    ----------
+    centers : array-like of shape (n_centers, dim)
+    metrics : array-like of shape (n_centers, dim, dim)
+    rho : float, default=1.0
+        Sharpness (> 0) of the blend; large ``rho`` approaches the nearest field.
+    """
+
+    def __init__(self, centers, metrics, rho=1.0):
+        self.rho = check_positive(rho, "rho")
+        super().__init__(centers, metrics, sigma=2.0 / self.rho, proximity=None)
+
+    def __repr__(self):
+        return f"SmoothLocalField(n_centers={self.n_centers}, dim={self.dim}, rho={self.rho})"

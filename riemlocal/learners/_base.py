@@ -1,0 +1,64 @@
+"""Shared pieces of the metric learners: PSD factorization, sample weights, transform."""
+
+import numpy as np
+from sklearn.base import BaseEstimator, TransformerMixin
+from sklearn.utils.validation import check_is_fitted, validate_data
+
+__all__ = ["MetricLearner", "components_from_metric", "check_weights"]
+
+
+def components_from_metric(metric, tol=1e-12):
+    """Return ``L`` with ``L.T @ L == metric`` for a symmetric PSD ``metric``.
+
+    Rows are :math:`\\sqrt{\\lambda_i} u_i^T` for the eigenpairs with
+    :math:`\\lambda_i > tol \\cdot \\lambda_{max}`, largest first; tiny negative
+    eigenvalues from round-off are dropped.
+    """
+    metric = 0.5 * (metric + metric.T)
+    eigvals, eigvecs = np.linalg.eigh(metric)
+    order = np.argsort(eigvals)[::-1]
+    eigvals, eigvecs = eigvals[order], eigvecs[:, order]
+    keep = eigvals > tol * max(eigvals[0], 0.0)
+    if not np.any(keep):
+        keep[0] = True
+    return np.sqrt(np.clip(eigvals[keep], 0.0, None))[:, None] * eigvecs[:, keep].T
+
+
+def check_weights(sample_weight, n_samples):
+    """Return non-negative finite weights of shape ``(n_samples,)`` (``None`` -> ones)."""
+    if sample_weight is None:
+        return np.ones(n_samples)
+    weights = np.asarray(sample_weight, dtype=float)
+    if weights.shape != (n_samples,):
+        raise ValueError(f"sample_weight must have shape ({n_samples},), got {weights.shape}")
+    if not np.all(np.isfinite(weights)) or np.any(weights < 0):
+        raise ValueError("sample_weight must be finite and non-negative")
+    if not np.any(weights > 0):
+        raise ValueError("sample_weight must have at least one positive entry")
+    return weights
+
+
+class MetricLearner(TransformerMixin, BaseEstimator):
+    """Base of the Mahalanobis learners: ``metric_ = components_.T @ components_``.
+
+    Subclasses implement ``fit`` and set ``components_`` (and so ``metric_``)
+    through :meth:`_set_metric`.
+    """
+
+    def _set_metric(self, metric=None, components=None):
+        if components is None:
+            components = components_from_metric(metric)
+        self.components_ = np.asarray(components, dtype=float)
+        self.metric_ = self.components_.T @ self.components_
+        return self
+
+    def transform(self, X):
+        """Map ``X`` to the learned space, ``X @ components_.T``."""
+        check_is_fitted(self)
+        X = validate_data(self, X, reset=False)
+        return X @ self.components_.T
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.target_tags.required = True
+        return tags

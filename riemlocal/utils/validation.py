@@ -1,0 +1,89 @@
+"""Input validation shared by every module: clear errors naming the argument."""
+
+import numbers
+
+import numpy as np
+
+__all__ = [
+    "check_points",
+    "check_spd",
+    "check_positive",
+    "check_option",
+    "check_random_state",
+]
+
+
+def check_points(x, dim=None, name="x", min_ndim=1):
+    """Return ``x`` as a finite float array of shape ``(..., dim)``.
+
+    Raises
+    ------
+    TypeError
+        If ``x`` is not numeric.
+    ValueError
+        If ``x`` has NaN/inf, fewer than ``min_ndim`` axes or a last axis
+        other than ``dim``.
+    """
+    try:
+        arr = np.asarray(x, dtype=float)
+    except (TypeError, ValueError) as exc:
+        raise TypeError(f"{name} must be a numeric array, got {type(x).__name__}") from exc
+    if arr.ndim < min_ndim:
+        raise ValueError(f"{name} must have at least {min_ndim} axis(es) of shape (..., dim), got shape {arr.shape}")
+    if dim is not None and arr.shape[-1] != dim:
+        raise ValueError(f"{name} must have last axis of length dim={dim}, got shape {arr.shape}")
+    if not np.all(np.isfinite(arr)):
+        raise ValueError(f"{name} contains NaN or infinite values")
+    return arr
+
+
+def check_spd(matrices, name="metric", dim=None, rtol=1e-8):
+    """Return ``matrices`` of shape ``(..., D, D)`` after checking they are symmetric positive definite.
+
+    Symmetry is checked to relative tolerance ``rtol`` and the matrices are then
+    symmetrized exactly; positive definiteness is checked by a Cholesky factorization.
+    """
+    arr = check_points(matrices, name=name, min_ndim=2)
+    if arr.shape[-1] != arr.shape[-2]:
+        raise ValueError(f"{name} must be square matrices of shape (..., D, D), got shape {arr.shape}")
+    if dim is not None and arr.shape[-1] != dim:
+        raise ValueError(f"{name} must be {dim}x{dim} matrices, got shape {arr.shape}")
+    asym = np.abs(arr - np.swapaxes(arr, -1, -2)).max(initial=0.0)
+    scale = np.abs(arr).max(initial=0.0)
+    if asym > rtol * max(scale, 1e-300):
+        raise ValueError(f"{name} must be symmetric; max |M - M^T| = {asym:.3g}")
+    arr = 0.5 * (arr + np.swapaxes(arr, -1, -2))
+    try:
+        np.linalg.cholesky(arr)
+    except np.linalg.LinAlgError as exc:
+        raise ValueError(f"{name} must be positive definite (Cholesky failed)") from exc
+    return arr
+
+
+def check_positive(value, name, strict=True):
+    """Return ``value`` as float after checking it is a finite (strictly) positive number."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise TypeError(f"{name} must be a real number, got {value!r}")
+    value = float(value)
+    if not np.isfinite(value) or value < 0 or (strict and value == 0):
+        bound = "> 0" if strict else ">= 0"
+        raise ValueError(f"{name} must be {bound}, got {value!r}")
+    return value
+
+
+def check_option(value, name, options):
+    """Return ``value`` after checking it is one of ``options``."""
+    if value not in options:
+        raise ValueError(f"{name} must be one of {sorted(options)}, got {value!r}")
+    return value
+
+
+def check_random_state(seed):
+    """Return a :class:`numpy.random.Generator` from ``None``, an int or a Generator."""
+    if isinstance(seed, np.random.Generator):
+        return seed
+    if seed is None or isinstance(seed, (numbers.Integral, np.random.SeedSequence)):
+        return np.random.default_rng(seed)
+    if isinstance(seed, np.random.RandomState):
+        return np.random.default_rng(seed.randint(2**31 - 1))
+    raise TypeError(f"random_state must be None, an int or a numpy Generator, got {seed!r}")
