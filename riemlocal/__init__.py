@@ -1,6 +1,7 @@
 """riemlocal: local metric learning as metric tensor fields, with geodesics and Riemannian statistics."""
 
 from .fields import ConstantField, MetricField, NearestLocalField, RBFLocalField, SmoothLocalField
+from .manifold import LearnedMetric, LearnedMetricManifold
 
 __version__ = "0.1.0"
 
@@ -10,4 +11,6 @@ __all__ = [
     "NearestLocalField",
     "RBFLocalField",
     "SmoothLocalField",
+    "LearnedMetricManifold",
+    "LearnedMetric",
 ]

@@ -216,6 +216,22 @@ class RBFLocalField(_LocalField):
 
         return self._map_chunks(product, base_point, tangent_vec)
 
+    def geodesic_acceleration(self, tangent_vec, base_point):
+        # the fused form of MetricField.geodesic_acceleration: weights and M_r v computed once
+        def acceleration(x, v):
+            weights, grads = self._weights_and_gradients(x)
+            local = self._local_products(v)
+            quad = np.einsum("nri,ni->nr", local, v)
+            quad -= np.einsum("nr,nr->n", weights, quad)[:, None]
+            slopes = (grads @ v[:, :, None])[..., 0]
+            slopes -= np.einsum("nr,nr->n", weights, slopes)[:, None]
+            rhs = 0.5 * np.einsum("nr,nrk->nk", weights * quad, grads)
+            rhs -= np.einsum("nr,nri->ni", weights * slopes, local)
+            metric = np.einsum("nr,rij->nij", weights, self.metrics)
+            return np.linalg.solve(metric, rhs[..., None])[..., 0]
+
+        return self._map_chunks(acceleration, base_point, tangent_vec)
+
 
 class SmoothLocalField(RBFLocalField):
     r"""Hauberg, Freifeld & Black's smooth local metric (eq. 6).

@@ -1,0 +1,207 @@
+r"""A smooth metric field as a Riemannian manifold, in the style of geomstats.
+
+``LearnedMetricManifold(field)`` is :math:`\mathbb{R}^D` (a geomstats
+``Euclidean`` space, so geomstats estimators accept it) equipped with
+:class:`LearnedMetric`, whose Exp, Log and distance come from
+:mod:`riemlocal.geodesics`. All methods take points of shape ``(..., dim)``
+and broadcast over leading axes.
+
+Reference: Hauberg, Freifeld & Black, *A Geometric Take on Metric Learning*,
+NIPS 2012 (Lemma 1: a smooth blend of local metrics is a Riemannian metric).
+"""
+
+import numpy as np
+from geomstats.geometry.euclidean import Euclidean
+from geomstats.geometry.riemannian_metric import RiemannianMetric
+from joblib import Parallel, delayed, effective_n_jobs
+from threadpoolctl import threadpool_limits
+from tqdm.auto import tqdm
+
+from .fields import MetricField
+from .geodesics import integrate_geodesic, solve_boundary_value
+from .utils.validation import check_points, check_positive
+
+__all__ = ["LearnedMetricManifold", "LearnedMetric"]
+
+
+class LearnedMetric(RiemannianMetric):
+    r"""Riemannian metric :math:`\langle u, v \rangle_x = u^T M(x) v` of a smooth field.
+
+    Parameters
+    ----------
+    space : LearnedMetricManifold
+    field : MetricField
+        A smooth field (``field.is_smooth``).
+    n_nodes : int, default=16
+        Segments of the coarse discrete geodesic used by Log and dist (the
+        fine one has twice as many; the results are Richardson extrapolated).
+    tol : float, default=1e-7
+        Tolerance of the energy minimization (preconditioned gradient norm).
+    max_iter : int, default=2000
+        L-BFGS iterations per resolution.
+    rtol : float, default=1e-9
+        Relative tolerance of the Exp integrator (absolute: ``rtol * 1e-2``).
+    chunk_size : int, default=16
+        Pairs solved jointly in one vectorized problem.
+    n_jobs : int, default=None
+        Parallel chunks through joblib (any joblib backend, e.g. dask); BLAS
+        is limited to one thread inside workers.
+    verbose : bool, default=False
+        Progress bar over chunks.
+    """
+
+    def __init__(
+        self, space, field, n_nodes=16, tol=1e-7, max_iter=2000, rtol=1e-9, chunk_size=16, n_jobs=None, verbose=False
+    ):
+        super().__init__(space)
+        if not isinstance(field, MetricField):
+            raise TypeError(f"field must be a riemlocal MetricField, got {type(field).__name__}")
+        if not field.is_smooth:
+            raise ValueError(
+                f"field must be smooth to define a Riemannian manifold; {type(field).__name__} is piecewise "
+                "constant (use SmoothLocalField / RBFLocalField, or the 'line' distance rule)"
+            )
+        for name, value in [("n_nodes", n_nodes), ("max_iter", max_iter), ("chunk_size", chunk_size)]:
+            if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < (2 if name == "n_nodes" else 1):
+                raise ValueError(f"{name} must be a positive integer{' >= 2' if name == 'n_nodes' else ''}, got {value!r}")
+        self.field = field
+        self.n_nodes = int(n_nodes)
+        self.tol = check_positive(tol, "tol")
+        self.max_iter = int(max_iter)
+        self.rtol = check_positive(rtol, "rtol")
+        self.chunk_size = int(chunk_size)
+        self.n_jobs = n_jobs
+        self.verbose = verbose
+
+    # -- tensors -----------------------------------------------------------------
+    def _points(self, x, name):
+        return check_points(x, self.field.dim, name)
+
+    def metric_matrix(self, base_point=None):
+        """:math:`M(x)`, shape ``(..., dim, dim)``."""
+        return self.field.metric_matrix(self._points(base_point, "base_point"))
+
+    def inner_product_derivative_matrix(self, base_point=None):
+        r""":math:`\partial M_{ij} / \partial x_k` at ``[..., i, j, k]``."""
+        return self.field.metric_derivative(self._points(base_point, "base_point"))
+
+    def christoffels(self, base_point=None):
+        r"""Christoffel symbols :math:`\Gamma^k_{ij}` at ``[..., k, i, j]``.
+
+        .. math::
+            \Gamma^k_{ij} = \tfrac12 M^{kl} (\partial_i M_{lj} + \partial_j M_{li} - \partial_l M_{ij}).
+        """
+        x = self._points(base_point, "base_point")
+        derivative = self.field.metric_derivative(x)  # [..., a, b, c] = d_c M_ab
+        lowered = (
+            np.einsum("...lji->...lij", derivative) + derivative - np.einsum("...ijl->...lij", derivative)
+        )
+        return 0.5 * np.einsum("...kl,...lij->...kij", np.linalg.inv(self.field.metric_matrix(x)), lowered)
+
+    # -- batching ----------------------------------------------------------------
+    def _map_pairs(self, solve, first, second, names):
+        """Broadcast two point arrays, solve in chunks (joblib), restore the batch shape."""
+        a, b = self._points(first, names[0]), self._points(second, names[1])
+        shape = np.broadcast_shapes(a.shape, b.shape)
+        a = np.broadcast_to(a, shape).reshape(-1, self.field.dim)
+        b = np.broadcast_to(b, shape).reshape(-1, self.field.dim)
+        chunks = [slice(i, i + self.chunk_size) for i in range(0, len(a), self.chunk_size)]
+        n_jobs = effective_n_jobs(self.n_jobs)
+        tasks = (delayed(_limited)(solve, a[c], b[c], n_jobs > 1) for c in chunks)
+        if self.verbose:
+            tasks = tqdm(tasks, total=len(chunks), desc=solve.__name__)
+        if n_jobs == 1:
+            parts = [fn(*args, **kwargs) for fn, args, kwargs in tasks]
+        else:
+            parts = Parallel(n_jobs=self.n_jobs)(tasks)
+        merged = [np.concatenate(outputs) for outputs in zip(*parts)]
+        return [values.reshape(shape[:-1] + values.shape[1:]) for values in merged]
+
+    def _boundary_value(self, point, base_point):
+        result = solve_boundary_value(self.field, point, base_point, self.n_nodes, self.tol, self.max_iter)
+        return result.initial_velocity, result.length
+
+    # -- maps --------------------------------------------------------------------
+    def exp(self, tangent_vec, base_point):
+        r""":math:`\mathrm{Exp}_x(v) = c(1)` for the geodesic with :math:`c(0) = x`, :math:`c'(0) = v`."""
+
+        def exp(v, x):
+            return (integrate_geodesic(self.field, v, x, (1.0,), self.rtol, self.rtol * 1e-2)[:, 0],)
+
+        return self._map_pairs(exp, tangent_vec, base_point, ("tangent_vec", "base_point"))[0]
+
+    def log(self, point, base_point):
+        r""":math:`\mathrm{Log}_x(y) = c'(0)` of the constant-speed geodesic from :math:`x` to :math:`y` on [0, 1]."""
+        return self._map_pairs(self._boundary_value, point, base_point, ("point", "base_point"))[0]
+
+    def dist(self, point_a, point_b):
+        """Geodesic distance (length of the shortest curve), shape ``(...)``."""
+        return self._map_pairs(self._boundary_value, point_b, point_a, ("point_a", "point_b"))[1]
+
+    def squared_dist(self, point_a, point_b):
+        """Squared geodesic distance."""
+        return self.dist(point_a, point_b) ** 2
+
+    def geodesic(self, initial_point, end_point=None, initial_tangent_vec=None):
+        """Geodesic as a callable ``path(t)`` -> points of shape ``(..., n_times, dim)``.
+
+        Give either ``end_point`` (the velocity is then ``log(end_point, initial_point)``)
+        or ``initial_tangent_vec``. ``t`` is a scalar or 1-D array; ``t = 1`` reaches ``end_point``.
+        """
+        if (end_point is None) == (initial_tangent_vec is None):
+            raise ValueError("give exactly one of end_point and initial_tangent_vec")
+        x = self._points(initial_point, "initial_point")
+        v = self.log(end_point, x) if initial_tangent_vec is None else self._points(initial_tangent_vec, "initial_tangent_vec")
+        shape = np.broadcast_shapes(x.shape, v.shape)
+        x = np.broadcast_to(x, shape).reshape(-1, self.field.dim)
+        v = np.broadcast_to(v, shape).reshape(-1, self.field.dim)
+
+        def path(t):
+            t = np.atleast_1d(np.asarray(t, dtype=float))
+            if t.ndim != 1 or not np.all(np.isfinite(t)) or np.any(t < 0):
+                raise ValueError(f"t must be a finite non-negative scalar or 1-D array, got shape {t.shape}")
+            points = integrate_geodesic(self.field, v, x, t, self.rtol, self.rtol * 1e-2)
+            return points.reshape(shape[:-1] + (len(t), self.field.dim))
+
+        return path
+
+
+def _limited(solve, first, second, single_thread):
+    if not single_thread:
+        return solve(first, second)
+    with threadpool_limits(1):
+        return solve(first, second)
+
+
+class LearnedMetricManifold(Euclidean):
+    r""":math:`\mathbb{R}^D` with the Riemannian metric of a smooth :class:`MetricField`.
+
+    A geomstats space: ``space.metric`` is a :class:`LearnedMetric` with
+    ``metric_matrix``, ``christoffels``, ``exp``, ``log``, ``geodesic``,
+    ``inner_product``, ``norm``, ``squared_norm``, ``dist`` and ``squared_dist``.
+
+    Parameters
+    ----------
+    field : MetricField
+        A smooth field, e.g. :class:`~riemlocal.fields.SmoothLocalField`.
+    **solver_options
+        Passed to :class:`LearnedMetric` (``n_nodes``, ``tol``, ``max_iter``,
+        ``rtol``, ``chunk_size``, ``n_jobs``, ``verbose``).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from riemlocal import LearnedMetricManifold, SmoothLocalField
+    >>> field = SmoothLocalField([[2.0, 2.0], [4.0, 4.0]], [2 * np.eye(2), np.eye(2)])
+    >>> space = LearnedMetricManifold(field)
+    >>> x, y = np.array([1.0, 3.0]), np.array([5.0, 3.0])
+    >>> bool(space.metric.dist(x, y) < np.sqrt((y - x) @ field.metric_matrix(x) @ (y - x)))
+    True
+    """
+
+    def __init__(self, field, **solver_options):
+        if not isinstance(field, MetricField):
+            raise TypeError(f"field must be a riemlocal MetricField, got {type(field).__name__}")
+        super().__init__(dim=field.dim, equip=False)
+        self.field = field
+        self.equip_with_metric(LearnedMetric, field=field, **solver_options)
