@@ -142,7 +142,7 @@ def _refine(curves):
 
 
 def _length_and_velocity(field, curves):
-    """Length :math:`\sqrt{E}` (a minimizer has constant speed) and initial velocity.
+    r"""Length :math:`\sqrt{E}` (a minimizer has constant speed) and initial velocity.
 
     The velocity comes from the discrete Legendre transform of the midpoint
     variational integrator: the momentum at the first node,

@@ -39,7 +39,7 @@ class LearnedMetric(RiemannianMetric):
         Tolerance of the energy minimization (preconditioned gradient norm).
     max_iter : int, default=2000
         L-BFGS iterations per resolution.
-    rtol : float, default=1e-9
+    rtol : float, default=1e-8
         Relative tolerance of the Exp integrator (absolute: ``rtol * 1e-2``).
     chunk_size : int, default=16
         Pairs solved jointly in one vectorized problem.
@@ -51,7 +51,7 @@ class LearnedMetric(RiemannianMetric):
     """
 
     def __init__(
-        self, space, field, n_nodes=16, tol=1e-7, max_iter=2000, rtol=1e-9, chunk_size=16, n_jobs=None, verbose=False
+        self, space, field, n_nodes=16, tol=1e-7, max_iter=2000, rtol=1e-8, chunk_size=16, n_jobs=None, verbose=False
     ):
         super().__init__(space)
         if not isinstance(field, MetricField):
@@ -136,7 +136,7 @@ class LearnedMetric(RiemannianMetric):
 
     def dist(self, point_a, point_b):
         """Geodesic distance (length of the shortest curve), shape ``(...)``."""
-        return self._map_pairs(self._boundary_value, point_b, point_a, ("point_a", "point_b"))[1]
+        return self._map_pairs(self._boundary_value, point_b, point_a, ("point_b", "point_a"))[1]
 
     def squared_dist(self, point_a, point_b):
         """Squared geodesic distance."""

@@ -1,9 +1,174 @@
+"""Metric fields: analytic derivatives against autodiff, batching, stability, validation."""
+
+import autograd.numpy as anp
 import numpy as np
+import pytest
 
-from riemlocal.fields import SmoothLocalField
+from riemlocal.fields import ConstantField, MetricField, NearestLocalField, RBFLocalField, SmoothLocalField
 
 
-def test_placeholder_smooth_weights_sum_to_one():
+def random_spd(rng, n, dim, condition=10.0):
+    out = []
+    for _ in range(n):
+        q, _ = np.linalg.qr(rng.normal(size=(dim, dim)))
+        out.append((q * np.exp(rng.uniform(0, np.log(condition), dim))) @ q.T)
+    return np.array(out)
+
+
+@pytest.fixture
+def smooth_field():
     rng = np.random.default_rng(0)
-    field = SmoothLocalField(rng.normal(size=(3, 2)), np.stack([np.eye(2)] * 3))
-    np.testing.assert_allclose(field.weights(rng.normal(size=(4, 2))).sum(-1), 1.0)
+    return SmoothLocalField(rng.normal(size=(4, 3)), random_spd(rng, 4, 3), rho=0.8)
+
+
+class AutogradSmoothField(MetricField):
+    """The smooth local field written only through ``metric_matrix`` with autograd.numpy."""
+
+    def __init__(self, centers, metrics, rho):
+        super().__init__(centers.shape[1])
+        self.centers, self.metrics, self.rho = centers, metrics, rho
+
+    def metric_matrix(self, base_point):
+        diff = base_point[..., None, :] - self.centers
+        logits = -0.5 * self.rho * anp.einsum("...ri,rij,...rj->...r", diff, self.metrics, diff)
+        weights = anp.exp(logits - anp.max(logits, axis=-1, keepdims=True))
+        weights = weights / anp.sum(weights, axis=-1, keepdims=True)
+        return anp.einsum("...r,rij->...ij", weights, self.metrics)
+
+
+class NumpyOnlyField(AutogradSmoothField):
+    """Same field, but not traceable by autograd: derivatives fall back to central differences."""
+
+    def metric_matrix(self, base_point):
+        return np.asarray(super().metric_matrix(np.asarray(base_point, dtype=float)), dtype=float)
+
+
+def test_analytic_derivative_matches_autograd_and_finite_differences(smooth_field):
+    x = np.random.default_rng(1).normal(size=(5, 3))
+    args = (smooth_field.centers, smooth_field.metrics, smooth_field.rho)
+    analytic = smooth_field.metric_derivative(x)
+    np.testing.assert_allclose(AutogradSmoothField(*args).metric_derivative(x), analytic, atol=1e-12)
+    np.testing.assert_allclose(NumpyOnlyField(*args).metric_derivative(x), analytic, atol=1e-7)
+    np.testing.assert_allclose(AutogradSmoothField(*args).metric_matrix(x), smooth_field.metric_matrix(x), atol=1e-12)
+
+
+def test_fused_products_match_derivative_contractions(smooth_field):
+    rng = np.random.default_rng(2)
+    x, v = rng.normal(size=(2, 6, 3))
+    derivative = smooth_field.metric_derivative(x)
+    metric = smooth_field.metric_matrix(x)
+    mv, grad = smooth_field.energy_terms(v, x)
+    np.testing.assert_allclose(mv, np.einsum("nij,nj->ni", metric, v), atol=1e-12)
+    np.testing.assert_allclose(grad, np.einsum("nijk,ni,nj->nk", derivative, v, v), atol=1e-12)
+    dvp = np.einsum("nijk,nj,nk->ni", derivative, v, v)
+    np.testing.assert_allclose(smooth_field.derivative_vector_product(v, x), dvp, atol=1e-12)
+    expected = np.linalg.solve(metric, (0.5 * grad - dvp)[..., None])[..., 0]
+    np.testing.assert_allclose(smooth_field.geodesic_acceleration(v, x), expected, atol=1e-10)
+    generic = NumpyOnlyField(smooth_field.centers, smooth_field.metrics, smooth_field.rho)
+    np.testing.assert_allclose(generic.geodesic_acceleration(v, x), expected, rtol=1e-5, atol=1e-7)
+
+
+def test_batching_over_leading_axes(smooth_field):
+    x = np.random.default_rng(3).normal(size=(2, 4, 3))
+    batched = smooth_field.metric_matrix(x)
+    assert batched.shape == (2, 4, 3, 3)
+    for i in range(2):
+        for j in range(4):
+            np.testing.assert_allclose(batched[i, j], smooth_field.metric_matrix(x[i, j]), atol=1e-13)
+    assert smooth_field.metric_derivative(x).shape == (2, 4, 3, 3, 3)
+
+
+def test_log_space_weights_far_from_every_center(smooth_field):
+    far = np.array([[1e6, -1e6, 3e5], [1e150, 0.0, 0.0]])
+    metric = smooth_field.metric_matrix(far)
+    assert np.all(np.isfinite(metric))
+    np.testing.assert_allclose(smooth_field.weights(far).sum(-1), 1.0)
+    assert np.all(np.isfinite(smooth_field.metric_derivative(far[:1])))
+    np.linalg.cholesky(metric)
+
+
+def test_smooth_is_rbf_with_own_metrics(smooth_field):
+    rbf = RBFLocalField(smooth_field.centers, smooth_field.metrics, sigma=2.0 / smooth_field.rho)
+    x = np.random.default_rng(4).normal(size=(7, 3))
+    np.testing.assert_allclose(rbf.metric_matrix(x), smooth_field.metric_matrix(x), atol=1e-14)
+
+
+def test_rbf_global_proximity_weights_and_derivative():
+    rng = np.random.default_rng(5)
+    centers, metrics, proximity = rng.normal(size=(3, 2)), random_spd(rng, 3, 2), random_spd(rng, 1, 2)[0]
+    field = RBFLocalField(centers, metrics, sigma=0.7, proximity=proximity)
+    x = rng.normal(size=(4, 2))
+    diff = x[:, None] - centers
+    logits = -np.einsum("nri,ij,nrj->nr", diff, proximity, diff) / 0.7
+    expected = np.exp(logits) / np.exp(logits).sum(1, keepdims=True)
+    np.testing.assert_allclose(field.weights(x), expected, atol=1e-13)
+    fd = MetricField._central_difference_derivative(field, x)
+    np.testing.assert_allclose(field.metric_derivative(x), fd, atol=1e-7)
+
+
+def test_nearest_field_is_anisotropic_voronoi():
+    rng = np.random.default_rng(6)
+    centers, metrics = rng.normal(size=(5, 3)), random_spd(rng, 5, 3)
+    field = NearestLocalField(centers, metrics)
+    x = rng.normal(size=(50, 3))
+    diff = x[:, None] - centers
+    expected = np.argmin(np.einsum("nri,rij,nrj->nr", diff, metrics, diff), axis=1)
+    np.testing.assert_array_equal(field.nearest_center(x), expected)
+    np.testing.assert_array_equal(field.metric_matrix(x), field.metrics[expected])
+    np.testing.assert_array_equal(field.nearest_center(centers), np.arange(5))
+    assert not field.is_smooth
+    global_field = NearestLocalField(centers, metrics, proximity=np.eye(3))
+    np.testing.assert_array_equal(global_field.nearest_center(x), np.argmin((diff**2).sum(-1), axis=1))
+
+
+def test_affine_equivariance_of_smooth_field(smooth_field):
+    rng = np.random.default_rng(7)
+    a, b = rng.normal(size=(3, 3)) + 3 * np.eye(3), rng.normal(size=3)
+    a_inv = np.linalg.inv(a)
+    moved = SmoothLocalField(
+        smooth_field.centers @ a.T + b, np.einsum("ji,rjk,kl->ril", a_inv, smooth_field.metrics, a_inv), smooth_field.rho
+    )
+    x = rng.normal(size=(4, 3))
+    np.testing.assert_allclose(
+        moved.metric_matrix(x @ a.T + b), np.einsum("ji,njk,kl->nil", a_inv, smooth_field.metric_matrix(x), a_inv), atol=1e-10
+    )
+
+
+def test_constant_field():
+    metric = np.array([[2.0, 0.5], [0.5, 1.0]])
+    field = ConstantField(metric)
+    x = np.zeros((3, 2))
+    np.testing.assert_array_equal(field.metric_matrix(x), np.broadcast_to(metric, (3, 2, 2)))
+    np.testing.assert_array_equal(field.metric_derivative(x), 0.0)
+    np.testing.assert_array_equal(field.geodesic_acceleration(np.ones((3, 2)), x), 0.0)
+
+
+@pytest.mark.parametrize(
+    "build, match",
+    [
+        (lambda: SmoothLocalField(np.zeros((2, 2)), np.stack([np.eye(2)] * 2), rho=0.0), "rho"),
+        (lambda: SmoothLocalField(np.zeros((2, 2)), np.stack([np.eye(2)] * 2), rho=-1.0), "rho"),
+        (lambda: SmoothLocalField(np.zeros((2, 2)), np.stack([np.eye(2)] * 3)), "metrics"),
+        (lambda: SmoothLocalField(np.zeros((2, 3)), np.stack([np.eye(2)] * 2)), "metrics"),
+        (lambda: SmoothLocalField(np.array([[0.0, np.nan]]), np.eye(2)[None]), "centers"),
+        (lambda: SmoothLocalField(np.zeros((1, 2)), np.array([[[1.0, 2.0], [0.0, 1.0]]])), "symmetric"),
+        (lambda: SmoothLocalField(np.zeros((1, 2)), np.array([[[1.0, 0.0], [0.0, -1.0]]])), "positive definite"),
+        (lambda: NearestLocalField(np.zeros((1, 2)), np.eye(2)[None], proximity=np.eye(3)), "proximity"),
+        (lambda: RBFLocalField(np.zeros((1, 2)), np.eye(2)[None], sigma=-2), "sigma"),
+        (lambda: ConstantField(np.ones((2, 3))), "square"),
+        (lambda: SmoothLocalField(np.zeros((1, 2)), np.eye(2)[None]).metric_matrix(np.zeros(3)), "dim=2"),
+        (lambda: SmoothLocalField(np.zeros((1, 2)), np.eye(2)[None]).metric_matrix([np.inf, 0]), "base_point"),
+    ],
+)
+def test_bad_input(build, match):
+    with pytest.raises(ValueError, match=match):
+        build()
+
+
+def test_bad_input_types():
+    with pytest.raises(TypeError, match="rho"):
+        SmoothLocalField(np.zeros((1, 2)), np.eye(2)[None], rho="big")
+    with pytest.raises(ValueError, match="dim"):
+        MetricField(0)
+    with pytest.raises(NotImplementedError, match="metric_matrix"):
+        MetricField(2).metric_matrix(np.zeros(2))

@@ -1,0 +1,111 @@
+"""Geodesic speed and accuracy on SmoothLocalField (issue: geometry core).
+
+Field: R = 10 random SPD metrics (condition number <= 100, mean eigenvalue 1)
+at centers drawn from N(0, I_D), with ``rho = 8 / D`` so that the blend
+really varies between the points (the largest weight is typically 0.3--0.9).
+Points x, y are drawn from N(0, I_D). The reference distance is the solve
+with 128 + 256 nodes and tol 1e-10.
+
+Run: ``python benchmarks/bench_geodesics.py [--quick]`` (one BLAS thread).
+"""
+
+import argparse
+import os
+import time
+
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
+import numpy as np  # noqa: E402
+
+from riemlocal import LearnedMetricManifold, SmoothLocalField  # noqa: E402
+
+
+def random_field(dim, n_centers=10, condition=100.0, seed=0):
+    rng = np.random.default_rng(seed)
+    metrics = []
+    for _ in range(n_centers):
+        q, _ = np.linalg.qr(rng.normal(size=(dim, dim)))
+        eigenvalues = np.exp(rng.uniform(0.0, np.log(condition), dim))
+        metrics.append((q * (eigenvalues / eigenvalues.mean())) @ q.T)
+    return SmoothLocalField(rng.normal(size=(n_centers, dim)), np.array(metrics), rho=8.0 / dim), rng
+
+
+def median_time(fn, repeats):
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        out = fn()
+        times.append(time.perf_counter() - start)
+    return float(np.median(times)), out
+
+
+def ours_vs_reference(dim, n_pairs):
+    field, rng = random_field(dim)
+    space = LearnedMetricManifold(field)
+    reference = LearnedMetricManifold(field, n_nodes=128, tol=1e-10, max_iter=20000)
+    log_times, exp_times, errors = [], [], []
+    for _ in range(n_pairs):
+        x, y = rng.normal(size=(2, dim))
+        t_log, v = median_time(lambda: space.metric.log(y, x), 1)
+        t_exp, _ = median_time(lambda: space.metric.exp(v, x), 1)
+        d_ours, d_ref = space.metric.norm(v, x), reference.metric.dist(x, y)
+        log_times.append(t_log)
+        exp_times.append(t_exp)
+        errors.append(abs(space.metric.dist(x, y) - d_ref) / d_ref)
+        del d_ours
+    return np.median(log_times), np.median(exp_times), np.max(errors)
+
+
+def geomstats_log_ratio(dim, n_pairs):
+    """Median time of geomstats' LogODESolver (its best numpy configuration) over ours."""
+    from geomstats.geometry.euclidean import Euclidean
+    from geomstats.geometry.riemannian_metric import RiemannianMetric
+    from geomstats.numerics.geodesic import ExpODESolver, LogODESolver
+
+    field, rng = random_field(dim, seed=1)
+
+    class FieldMetric(RiemannianMetric):
+        def metric_matrix(self, base_point=None):
+            return field.metric_matrix(base_point)
+
+        def inner_product_derivative_matrix(self, base_point=None):
+            return field.metric_derivative(base_point)
+
+    gs_space = Euclidean(dim, equip=False)
+    gs_space.equip_with_metric(FieldMetric)
+    gs_space.metric.exp_solver = ExpODESolver(gs_space)
+    gs_space.metric.log_solver = LogODESolver(gs_space, use_jac=False)
+    space = LearnedMetricManifold(field)
+    ours, theirs, gaps = [], [], []
+    for _ in range(n_pairs):
+        x, y = 0.5 * rng.normal(size=(2, dim))
+        t_ours, v_ours = median_time(lambda: space.metric.log(y, x), 3)
+        t_theirs, v_theirs = median_time(lambda: gs_space.metric.log(y, x), 1)
+        ours.append(t_ours)
+        theirs.append(t_theirs)
+        gaps.append(np.linalg.norm(v_ours - v_theirs) / np.linalg.norm(v_ours))
+    return np.median(theirs), np.median(ours), np.max(gaps)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="fewer pairs")
+    args = parser.parse_args()
+    n_pairs = 3 if args.quick else 10
+    print("| D | median Log (ms) | median Exp (ms) | max rel. dist error | target Log / Exp (ms) |")
+    print("|---|---|---|---|---|")
+    targets = {100: "50 / 30", 150: "100 / -", 200: "300 / -"}
+    for dim in (100, 150, 200):
+        t_log, t_exp, err = ours_vs_reference(dim, n_pairs)
+        print(f"| {dim} | {1e3 * t_log:.1f} | {1e3 * t_exp:.1f} | {err:.1e} | {targets[dim]} |")
+    print()
+    print("| D | geomstats Log (ms) | ours (ms) | speed-up | max rel. gap of Log |")
+    print("|---|---|---|---|---|")
+    for dim in (2, 10):
+        theirs, ours, gap = geomstats_log_ratio(dim, 3 if args.quick else 5)
+        print(f"| {dim} | {1e3 * theirs:.1f} | {1e3 * ours:.1f} | {theirs / ours:.0f}x | {gap:.1e} |")
+
+
+if __name__ == "__main__":
+    main()
