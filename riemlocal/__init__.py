@@ -1,6 +1,14 @@
 """riemlocal: local metric learning as metric tensor fields, with geodesics and Riemannian statistics."""
 
-from .fields import ConstantField, MetricField, NearestLocalField, RBFLocalField, SmoothLocalField
+from .fields import (
+    ConstantField,
+    GLMLField,
+    LazyField,
+    MetricField,
+    NearestLocalField,
+    RBFLocalField,
+    SmoothLocalField,
+)
 from .manifold import LearnedMetric, LearnedMetricManifold
 
 __version__ = "0.1.0"
@@ -11,6 +19,8 @@ __all__ = [
     "NearestLocalField",
     "RBFLocalField",
     "SmoothLocalField",
+    "LazyField",
+    "GLMLField",
     "LearnedMetricManifold",
     "LearnedMetric",
 ]

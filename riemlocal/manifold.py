@@ -204,4 +204,5 @@ class LearnedMetricManifold(Euclidean):
             raise TypeError(f"field must be a riemlocal MetricField, got {type(field).__name__}")
         super().__init__(dim=field.dim, equip=False)
         self.field = field
+        self.solver_options = dict(solver_options)
         self.equip_with_metric(LearnedMetric, field=field, **solver_options)

@@ -1,6 +1,8 @@
 """Metric tensor fields :math:`M(x)` on :math:`\\mathbb{R}^D` (the *where* of local metrics)."""
 
 from ._base import ConstantField, MetricField
+from ._glml import GLMLField
+from ._lazy import LazyField
 from ._local import NearestLocalField, RBFLocalField, SmoothLocalField
 
 __all__ = [
@@ -9,4 +11,6 @@ __all__ = [
     "NearestLocalField",
     "RBFLocalField",
     "SmoothLocalField",
+    "LazyField",
+    "GLMLField",
 ]

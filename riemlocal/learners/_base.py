@@ -34,7 +34,7 @@ def check_weights(sample_weight, n_samples):
     if not np.all(np.isfinite(weights)) or np.any(weights < 0):
         raise ValueError("sample_weight must be finite and non-negative")
     if not np.any(weights > 0):
-        raise ValueError("sample_weight must have at least one positive entry")
+        raise ValueError("sample_weight must not be all zero weights (at least one positive entry is needed)")
     return weights
 
 

@@ -10,6 +10,7 @@ __all__ = [
     "check_positive",
     "check_option",
     "check_random_state",
+    "check_int",
 ]
 
 
@@ -87,3 +88,12 @@ def check_random_state(seed):
     if isinstance(seed, np.random.RandomState):
         return np.random.default_rng(seed.randint(2**31 - 1))
     raise TypeError(f"random_state must be None, an int or a numpy Generator, got {seed!r}")
+
+
+def check_int(value, name, minimum=1):
+    """Return ``value`` as int after checking it is an integer ``>= minimum``."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise TypeError(f"{name} must be an int, got {value!r}")
+    if value < minimum:
+        raise ValueError(f"{name} must be an int >= {minimum}, got {value!r}")
+    return int(value)

@@ -1,0 +1,199 @@
+r"""Data sets: synthetic body shapes for offline use, and a loader for real ones in CSV.
+
+Hauberg, Freifeld & Black (NIPS 2012, sec. 4.1) use 986 female CAESAR scans
+as 35 SCAPE shape coefficients with anthropometric measurements. That data is
+licensed and not redistributable, so :func:`make_body_shapes` generates data
+with the same layout from a documented model, and :func:`load_body_shapes_csv`
+reads a user's own coefficients and measurements.
+"""
+
+import csv
+import math
+
+import numpy as np
+from sklearn.utils import Bunch
+
+from .utils.validation import check_random_state
+
+__all__ = ["make_body_shapes", "load_body_shapes_csv", "LATENT_NAMES", "MEASUREMENTS"]
+
+#: Latent anthropometric factors (standard normal, correlated).
+LATENT_NAMES = ("stature", "girth", "limb_length", "shoulder_frame", "hip_shape")
+_LATENT_CORRELATION = np.array(
+    [
+        [1.0, 0.3, 0.0, 0.2, 0.0],
+        [0.3, 1.0, 0.0, 0.4, 0.3],
+        [0.0, 0.0, 1.0, 0.0, 0.0],
+        [0.2, 0.4, 0.0, 1.0, 0.0],
+        [0.0, 0.3, 0.0, 0.0, 1.0],
+    ]
+)
+#: Measurement -> (mean mm, std mm, loadings on the latent factors, quadratic term, noise std mm).
+#: Means and spreads are those of adult women (CAESAR / ANSUR-like).
+MEASUREMENTS = {
+    "stature": (1640.0, 70.0, (1.0, 0.0, 0.0, 0.0, 0.0), 0.0, 6.0),
+    "shoulder_to_wrist": (540.0, 28.0, (0.75, 0.0, 0.6, 0.0, 0.0), 0.0, 7.0),
+    "shoulder_breadth": (365.0, 19.0, (0.0, 0.45, 0.0, 0.8, 0.0), 0.1, 6.0),
+    "waist": (800.0, 110.0, (0.0, 1.0, 0.0, 0.0, 0.15), 0.25, 15.0),
+    "hip": (1030.0, 95.0, (0.1, 0.75, 0.0, 0.0, 0.6), 0.15, 15.0),
+}
+#: Coefficient index around which each latent factor's linear effect is centered.
+_FACTOR_CENTERS = np.array([0.0, 1.0, 6.0, 10.0, 14.0])
+_MODEL_SEED = 20121203  # fixes the generative map; ``random_state`` only draws samples
+_N_HIDDEN = 40
+
+
+def _shape_map(n_components):
+    """The fixed smooth map from latent factors to coefficients (weights, biases, loadings, scales)."""
+    rng = np.random.default_rng(_MODEL_SEED)
+    n_latent = len(LATENT_NAMES)
+    hidden_weights = rng.normal(scale=0.8, size=(_N_HIDDEN, n_latent))
+    hidden_bias = rng.normal(scale=0.5, size=_N_HIDDEN)
+    k = np.arange(n_components)
+    envelope = np.exp(-0.5 * ((k[None, :] - _FACTOR_CENTERS[:, None]) / 3.0) ** 2)  # (latent, coefficient)
+    linear = envelope * rng.choice([-1.0, 1.0], size=envelope.shape)
+    nonlinear = rng.normal(scale=0.6, size=(_N_HIDDEN, n_components)) / np.sqrt(_N_HIDDEN)
+    scales = 60.0 / (1.0 + k) ** 0.9  # decaying standard deviations, like PCA coefficients
+    return hidden_weights, hidden_bias, linear, nonlinear, scales
+
+
+def make_body_shapes(n_samples=986, n_components=35, random_state=None):
+    r"""Synthetic body shapes: 35 shape coefficients and measurements in millimetres.
+
+    Generative model (fixed; ``random_state`` only draws the samples):
+
+    1. Latent factors :math:`z \sim \mathcal N(0, C)` for :data:`LATENT_NAMES`
+       (stature, girth, limb length, shoulder frame, hip shape), with
+       moderate correlations (e.g. girth--shoulder frame 0.4).
+    2. Coefficients :math:`c_k = \sigma_k \big(a_k^T z + b_k^T \tanh(W z + \beta)
+       + \epsilon_k\big)`, :math:`\epsilon_k \sim \mathcal N(0, 0.3^2)`, with
+       :math:`\sigma_k = 60 / (1 + k)^{0.9}` decaying like PCA coefficients.
+       Factor :math:`l`'s linear loading on coefficient :math:`k` is a
+       Gaussian bump centered at coefficient 0 (stature), 1 (girth), 6
+       (limb length), 10 (shoulder frame), 14 (hip shape): overall size
+       dominates the leading coefficients, proportions live in smaller ones.
+       The 40 tanh units (random fixed weights) make the map smooth and
+       non-linear.
+    3. Measurements :math:`m = \mu_m + s_m (u + q\,(u^2 - 1)) / \sqrt{1 + 2q^2} + \text{noise}`
+       with :math:`u` a fixed unit-variance combination of the latent factors
+       and :math:`q` a skew (:data:`MEASUREMENTS`): e.g. stature 1640 ± 70 mm,
+       shoulder-to-wrist 540 ± 28 mm (stature and limb length), shoulder
+       breadth 365 ± 19 mm (shoulder frame and girth), waist 800 ± 110 mm,
+       hip 1030 ± 95 mm.
+
+    Parameters
+    ----------
+    n_samples : int, default=986
+    n_components : int, default=35
+    random_state : None, int or numpy Generator
+
+    Returns
+    -------
+    Bunch
+        ``data`` (n_samples, n_components) coefficients; ``target``
+        (n_samples, n_measurements) in mm; ``feature_names`` (``coef_0``, ...);
+        ``measurement_names`` (= ``target_names``); ``latent`` (n_samples, 5)
+        and ``latent_names``; ``DESCR``.
+
+    Examples
+    --------
+    >>> from riemlocal.datasets import make_body_shapes
+    >>> bodies = make_body_shapes(random_state=0)
+    >>> bodies.data.shape, bodies.target.shape
+    ((986, 35), (986, 5))
+    """
+    for name, value, low in (("n_samples", n_samples, 2), ("n_components", n_components, 1)):
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
+            raise ValueError(f"{name} must be an integer >= {low}, got {value!r}")
+    rng = check_random_state(random_state)
+    hidden_weights, hidden_bias, linear, nonlinear, scales = _shape_map(n_components)
+    latent = rng.standard_normal((n_samples, len(LATENT_NAMES))) @ np.linalg.cholesky(_LATENT_CORRELATION).T
+    hidden = np.tanh(latent @ hidden_weights.T + hidden_bias)
+    noise = rng.normal(scale=0.3, size=(n_samples, n_components))
+    data = scales * (latent @ linear + hidden @ nonlinear + noise)
+
+    target = np.empty((n_samples, len(MEASUREMENTS)))
+    for j, (mean, std, loadings, skew, noise_std) in enumerate(MEASUREMENTS.values()):
+        loadings = np.asarray(loadings)
+        u = latent @ loadings / np.sqrt(loadings @ _LATENT_CORRELATION @ loadings)
+        signal = (u + skew * (u**2 - 1.0)) / np.sqrt(1.0 + 2.0 * skew**2)
+        spread = np.sqrt(max(std**2 - noise_std**2, 0.0))
+        target[:, j] = mean + spread * signal + rng.normal(scale=noise_std, size=n_samples)
+    names = list(MEASUREMENTS)
+    return Bunch(
+        data=data,
+        target=target,
+        feature_names=[f"coef_{k}" for k in range(n_components)],
+        measurement_names=names,
+        target_names=names,
+        latent=latent,
+        latent_names=list(LATENT_NAMES),
+        DESCR=make_body_shapes.__doc__,
+    )
+
+
+def load_body_shapes_csv(path, measurement_columns=None):
+    """Read shape coefficients and measurements from a CSV file with a header row.
+
+    Parameters
+    ----------
+    path : str or path-like
+    measurement_columns : list of str, default=None
+        Columns holding measurements; every other column is a shape
+        coefficient. ``None`` takes the columns whose name does not start with
+        ``coef_`` (the layout of :func:`make_body_shapes`).
+
+    Returns
+    -------
+    Bunch
+        ``data``, ``target``, ``feature_names``, ``measurement_names``
+        (= ``target_names``), as :func:`make_body_shapes`.
+
+    Raises
+    ------
+    ValueError
+        Empty file, duplicate or unknown column names, rows of the wrong
+        length, missing or non-numeric values, no coefficient or no
+        measurement columns.
+    """
+    with open(path, newline="") as handle:
+        rows = [row for row in csv.reader(handle) if any(cell.strip() for cell in row)]
+    if not rows:
+        raise ValueError(f"{path}: the file is empty (expected a header row and data rows)")
+    header = [name.strip() for name in rows[0]]
+    if len(set(header)) != len(header) or "" in header:
+        raise ValueError(f"{path}: column names must be unique and non-empty, got {header}")
+    if measurement_columns is None:
+        measurement_columns = [name for name in header if not name.startswith("coef_")]
+    else:
+        measurement_columns = list(measurement_columns)
+        unknown = [name for name in measurement_columns if name not in header]
+        if unknown:
+            raise ValueError(f"measurement_columns {unknown} are not columns of {path} (columns: {header})")
+    feature_columns = [name for name in header if name not in measurement_columns]
+    if not feature_columns or not measurement_columns:
+        raise ValueError(
+            f"{path}: needs at least one coefficient and one measurement column, "
+            f"got coefficients {feature_columns} and measurements {measurement_columns}"
+        )
+    if len(rows) < 2:
+        raise ValueError(f"{path}: no data rows after the header")
+    values = np.empty((len(rows) - 1, len(header)))
+    for line, row in enumerate(rows[1:], start=2):
+        if len(row) != len(header):
+            raise ValueError(f"{path}, line {line}: expected {len(header)} values, got {len(row)}")
+        for column, cell in enumerate(row):
+            try:
+                values[line - 2, column] = float(cell)
+            except ValueError:
+                raise ValueError(f"{path}, line {line}, column {header[column]!r}: not a number: {cell!r}") from None
+            if not math.isfinite(values[line - 2, column]):
+                raise ValueError(f"{path}, line {line}, column {header[column]!r}: missing or infinite value {cell!r}")
+    index = {name: i for i, name in enumerate(header)}
+    return Bunch(
+        data=values[:, [index[name] for name in feature_columns]],
+        target=values[:, [index[name] for name in measurement_columns]],
+        feature_names=feature_columns,
+        measurement_names=measurement_columns,
+        target_names=measurement_columns,
+    )

@@ -1,0 +1,1 @@
+"""Paper reproductions runnable offline (``riemlocal <name>`` on the command line)."""

@@ -1,0 +1,112 @@
+"""The ``riemlocal geodesic`` command: one pair of points, every distance rule, one plot."""
+
+import json
+import time
+from pathlib import Path
+
+import numpy as np
+
+from ..distances import distance
+from ..manifold import LearnedMetricManifold
+from ..utils.validation import check_points
+
+__all__ = ["run_geodesic", "RULE_QUANTITIES"]
+
+#: What :func:`riemlocal.distances.distance` returns for each rule, from ``x`` to ``y = x + d``.
+RULE_QUANTITIES = {
+    "test": "sqrt(d^T M(x) d), metric frozen at the first point",
+    "train": "sqrt(d^T M(y) d), metric frozen at the second point",
+    "line": "sqrt of the straight segment's energy, sqrt(d^T [int_0^1 M(x + t d) dt] d)",
+    "line_length": "length of the straight segment, int_0^1 sqrt(d^T M(x + t d) d) dt",
+    "geodesic": "length of the shortest curve (smooth fields only)",
+}
+
+
+def _markdown(point_a, point_b, rows):
+    lines = [
+        f"Distances from {np.array2string(point_a, separator=', ')} to {np.array2string(point_b, separator=', ')}",
+        "",
+        "| rule | value | seconds | quantity |",
+        "|---|---:|---:|---|",
+    ]
+    lines += [f"| {rule} | {value:.6g} | {seconds:.3g} | {RULE_QUANTITIES[rule]} |" for rule, value, seconds in rows]
+    if len(rows) < len(RULE_QUANTITIES):
+        lines += ["", "The field is not smooth, so the geodesic rule does not apply."]
+    return "\n".join(lines)
+
+
+def _figure(field, curves, path):
+    from matplotlib.figure import Figure
+
+    from ..plotting import plot_coordinates, plot_curves, plot_metric_ellipses
+
+    if field.dim == 2:
+        fig = Figure(figsize=(6, 6))
+        ax = fig.add_subplot()
+        nodes = np.concatenate(list(curves.values()))
+        middle = 0.5 * (nodes.min(axis=0) + nodes.max(axis=0))
+        half = 0.65 * max(np.ptp(nodes, axis=0).max(), 1e-9)  # a square window around both curves
+        bounds = (middle[0] - half, middle[0] + half, middle[1] - half, middle[1] + half)
+        plot_metric_ellipses(field, bounds, n_grid=12, ax=ax, alpha=0.6)
+        plot_curves(curves, ax=ax)
+        ax.set_title("unit metric ellipses, straight line and geodesic")
+    else:
+        fig = Figure(figsize=(12, 2.4 * -(-field.dim // 4)))
+        plot_coordinates(curves, figure=fig)
+        fig.suptitle("coordinates along the straight line and the geodesic")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+
+
+def run_geodesic(field, point_a, point_b, out=".", n_points=101, n_jobs=None, verbose=False):
+    """Distances between two points by every applicable rule, and a plot of the curves.
+
+    Parameters
+    ----------
+    field : MetricField
+    point_a, point_b : array-like of shape (dim,)
+    out : str or path-like or None, default="."
+        Directory for ``geodesic.md``, ``geodesic.json`` and ``geodesic.png``;
+        ``None`` writes nothing.
+    n_points : int, default=101
+        Points per plotted curve.
+    n_jobs : int, default=None
+        Passed to :class:`~riemlocal.manifold.LearnedMetricManifold`.
+    verbose : bool, default=False
+        Passed to :class:`~riemlocal.manifold.LearnedMetricManifold`.
+
+    Returns
+    -------
+    result : dict
+        ``"distances"`` and ``"seconds"`` (``{rule: float}``), ``"markdown"``
+        (the table) and ``"files"`` (paths written).
+    """
+    point_a = check_points(point_a, field.dim, "point_a")
+    point_b = check_points(point_b, field.dim, "point_b")
+    rules = [rule for rule in RULE_QUANTITIES if rule != "geodesic" or field.is_smooth]
+    rows = []
+    for rule in rules:
+        start = time.perf_counter()
+        value = float(distance(field, point_a, point_b, rule=rule))
+        rows.append((rule, value, time.perf_counter() - start))
+    t = np.linspace(0.0, 1.0, n_points)
+    curves = {"straight line": point_a + t[:, None] * (point_b - point_a)}
+    if field.is_smooth:
+        space = LearnedMetricManifold(field, n_jobs=n_jobs, verbose=verbose)
+        curves["geodesic"] = space.metric.geodesic(point_a, end_point=point_b)(t)
+    result = {
+        "distances": {rule: value for rule, value, _ in rows},
+        "seconds": {rule: seconds for rule, _, seconds in rows},
+        "markdown": _markdown(point_a, point_b, rows),
+        "files": [],
+    }
+    if out is not None:
+        out = Path(out)
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "geodesic.md").write_text(result["markdown"] + "\n")
+        numbers = {"point_a": point_a.tolist(), "point_b": point_b.tolist(), "field": repr(field)}
+        numbers.update({key: result[key] for key in ("distances", "seconds")})
+        (out / "geodesic.json").write_text(json.dumps(numbers, indent=2) + "\n")
+        _figure(field, curves, out / "geodesic.png")
+        result["files"] = [str(out / name) for name in ("geodesic.md", "geodesic.json", "geodesic.png")]
+    return result

@@ -1,0 +1,271 @@
+r"""Ramanan & Baker's taxonomy table (how x where x when) on bundled data.
+
+Reproduces the layout of Tables II--IV of Ramanan & Baker (TPAMI 2011) on two
+data sets shipped with scikit-learn, so it runs offline:
+
+* ``digits`` -- 8x8 digit images, PCA to 95 % variance fitted on each
+  training batch (their MNIST protocol, scaled down);
+* ``wine`` -- 13 chemical features, standardized on each training batch.
+
+Each of ``n_batches`` batches draws a random stratified train/test
+subsample. Every cell is one :class:`~riemlocal.neighbors.LocalMetricKNN`
+(3-NN on a 20-candidate global shortlist, as in the paper):
+
+============  =============================  ====================================
+when \\ where  Global / Class                 Train / Test / Line
+============  =============================  ====================================
+offline       ``where="global"`` / ``"class"``  N/A (Train offline: "small DB only")
+online        (as offline)                   ``where="lazy"``, rule train / test
+interp        (as offline)                   ``where="reference"`` (NN interpolation
+                                             of eq. 16-smoothed metrics), rule
+                                             train / test / line (exact)
+============  =============================  ====================================
+
+How: ``LDA`` (LDA global and local), ``LMNN`` (LMNN global and local; the
+per-class metrics are learned jointly, eq. 8) and ``Hybrid`` (LMNN global
+metric for the shortlist and the placement, LDA local metrics).
+
+Sizes (default / ``quick``): digits 250 / 150 training and 80 / 40 test
+points, wine 118 training and 60 test points; 10 / 2 batches; ``R = 20``
+reference points; ``quick`` leaves out the LMNN *how*. To fit in a few minutes on two cores, LMNN is
+budgeted: ``max_iter=200`` for global metrics, 100 for the joint per-class
+fit and 20 for local fits, and the LMNN *online* cells (one LMNN fit per
+query or shortlisted exemplar) are scored on the first ``n_online_lmnn``
+test points of each batch only. Times are seconds for fit + predict of the
+cell's classifier per batch, given the batch's global metric (learned once
+per batch and how; its fit time is reported separately); the three
+reference-point rules share one fit, whose time is counted in each.
+"""
+
+import json
+import time
+import warnings
+from pathlib import Path
+
+import numpy as np
+from joblib import Parallel, delayed
+from sklearn.base import BaseEstimator, clone
+from sklearn.datasets import load_digits, load_wine
+from sklearn.decomposition import PCA
+from sklearn.exceptions import ConvergenceWarning
+from sklearn.model_selection import train_test_split
+from sklearn.preprocessing import StandardScaler
+from tqdm.auto import tqdm
+
+from ..learners import LDAMetric, LMNNMetric
+from ..neighbors import LocalMetricKNN
+
+__all__ = ["run_taxonomy", "render_taxonomy"]
+
+WHERE = ("Global", "Class", "Train", "Test", "Line")
+WHEN = ("offline", "online", "interp")
+HOWS = ("LDA", "LMNN", "Hybrid")
+#: (where, when) -> LocalMetricKNN settings; the paper's defined cells
+CELLS = {
+    ("Global", "offline"): dict(where="global", rule="test"),
+    ("Class", "offline"): dict(where="class", rule="train"),
+    ("Train", "online"): dict(where="lazy", rule="train"),
+    ("Test", "online"): dict(where="lazy", rule="test"),
+    ("Train", "interp"): dict(where="reference", rule="train"),
+    ("Test", "interp"): dict(where="reference", rule="test"),
+    ("Line", "interp"): dict(where="reference", rule="line"),
+}
+
+
+class FixedMetric(BaseEstimator):
+    """A "learner" returning a given metric: lets the cells of a batch share one global fit."""
+
+    def __init__(self, metric=None):
+        self.metric = metric
+
+    def fit(self, X, y, sample_weight=None):
+        self.metric_ = np.asarray(self.metric, dtype=float)
+        return self
+
+
+def _datasets(quick):
+    digits = load_digits(return_X_y=True)
+    wine = load_wine(return_X_y=True)
+    if quick:
+        return {"digits": (*digits, 150, 40, "pca"), "wine": (*wine, 118, 60, "standardize")}
+    return {"digits": (*digits, 250, 80, "pca"), "wine": (*wine, 118, 60, "standardize")}
+
+
+def _preprocess(kind, X_train, X_test):
+    model = PCA(n_components=0.95, svd_solver="full") if kind == "pca" else StandardScaler()
+    model.fit(X_train)
+    return model.transform(X_train), model.transform(X_test)
+
+
+def _learners(how):
+    """(global learner, local learner, per-class learner) of one *how*."""
+    lda = LDAMetric()
+    if how == "LDA":
+        return lda, lda, lda
+    global_lmnn = LMNNMetric(max_iter=200)
+    if how == "Hybrid":
+        return global_lmnn, lda, lda
+    return global_lmnn, LMNNMetric(max_iter=20), LMNNMetric(per_class=True, max_iter=100)
+
+
+def _run_batch(name, data, batch, seed, n_online_lmnn, n_references, hows):
+    X, y, n_train, n_test, kind = data
+    X_train, X_test, y_train, y_test = train_test_split(
+        X, y, train_size=n_train, test_size=n_test, stratify=y, random_state=seed + batch
+    )
+    X_train, X_test = _preprocess(kind, X_train, X_test)
+    results = {}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        for how in hows:
+            global_learner, local_learner, class_learner = _learners(how)
+            start = time.perf_counter()
+            global_metric = clone(global_learner).fit(X_train, y_train).metric_
+            results[(how, "global fit")] = (np.nan, time.perf_counter() - start)
+            fixed = FixedMetric(global_metric)
+            online_limit = n_online_lmnn if how == "LMNN" else len(X_test)
+            fitted = {}
+            for (where, when), params in CELLS.items():
+                local = class_learner if where == "Class" else local_learner
+                clf = LocalMetricKNN(
+                    fixed, local_learner=local, n_references=n_references, random_state=seed + batch, **params
+                )
+                queries, truth = (X_test[:online_limit], y_test[:online_limit]) if when == "online" else (X_test, y_test)
+                start = time.perf_counter()
+                if params["where"] == "reference" and "reference" in fitted:
+                    clf, fit_time = fitted["reference"]
+                    clf.set_params(rule=params["rule"])
+                else:
+                    clf.fit(X_train, y_train)
+                    fit_time = time.perf_counter() - start
+                    fitted[params["where"]] = (clf, fit_time)
+                start = time.perf_counter()
+                accuracy = clf.score(queries, truth)
+                results[(how, where, when)] = (100 * accuracy, fit_time + time.perf_counter() - start)
+    return name, batch, results
+
+
+def run_taxonomy(quick=False, seed=0, n_jobs=None, verbose=True, out=None, n_batches=None, n_online_lmnn=10):
+    """Run the taxonomy experiment and return its numbers and markdown table.
+
+    Parameters
+    ----------
+    quick : bool, default=False
+        2 batches, smaller digits subsamples and no LMNN *how* (well under a minute).
+    seed : int, default=0
+        Seed of the train/test draws and reference points.
+    n_jobs : int, default=None
+        Batches run in parallel through joblib.
+    verbose : bool, default=True
+        Progress bar over batches.
+    out : str or Path, default=None
+        Directory receiving ``taxonomy.md`` and ``taxonomy.json``.
+    n_batches : int, default=None
+        Number of random batches (``None``: 10, or 2 with ``quick``).
+    n_online_lmnn : int, default=10
+        Test points per batch scored by the LMNN online cells.
+
+    Returns
+    -------
+    result : dict
+        ``cells``: ``{"dataset/how/where/when": {"accuracy", "accuracy_std", "time", "time_std", "n_batches"}}``;
+        ``datasets``: sizes; ``checks``: the paper's qualitative expectations
+        (per-class >= global, lazy >= global, global <= line <= lazy) per data
+        set and how; ``markdown``: the rendered tables.
+    """
+    n_batches = (2 if quick else 10) if n_batches is None else int(n_batches)
+    datasets = _datasets(quick)
+    hows = ("LDA", "Hybrid") if quick else HOWS
+    tasks = [(name, data, batch) for name, data in datasets.items() for batch in range(n_batches)]
+    runs = Parallel(n_jobs=n_jobs, return_as="generator")(
+        delayed(_run_batch)(name, data, batch, seed, n_online_lmnn, 20, hows) for name, data, batch in tasks
+    )
+    collected = {}
+    for name, _, results in tqdm(runs, total=len(tasks), disable=not verbose, desc="taxonomy batches"):
+        for key, value in results.items():
+            collected.setdefault((name,) + key, []).append(value)
+    cells = {}
+    for key, values in collected.items():
+        values = np.array(values)
+        cells["/".join(key)] = {
+            "accuracy": float(np.mean(values[:, 0])) if key[2] != "global fit" else None,
+            "accuracy_std": float(np.std(values[:, 0])) if key[2] != "global fit" else None,
+            "time": float(np.mean(values[:, 1])),
+            "time_std": float(np.std(values[:, 1])),
+            "n_batches": len(values),
+        }
+    result = {
+        "datasets": {
+            name: {"n_train": data[2], "n_test": data[3], "preprocessing": data[4]} for name, data in datasets.items()
+        },
+        "n_batches": n_batches,
+        "hows": list(hows),
+        "n_online_lmnn": n_online_lmnn if "LMNN" in hows else 0,
+        "cells": cells,
+        "checks": _checks(cells, datasets, hows),
+    }
+    result["markdown"] = render_taxonomy(result)
+    if out is not None:
+        out = Path(out)
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "taxonomy.md").write_text(result["markdown"])
+        (out / "taxonomy.json").write_text(json.dumps(result, indent=2))
+    return result
+
+
+def _checks(cells, datasets, hows):
+    def accuracy(name, how, where, when):
+        return cells[f"{name}/{how}/{where}/{when}"]["accuracy"]
+
+    checks = {}
+    for name in datasets:
+        for how in hows:
+            glob = accuracy(name, how, "Global", "offline")
+            lazy = accuracy(name, how, "Test", "online")
+            line = accuracy(name, how, "Line", "interp")
+            checks[f"{name}/{how}"] = {
+                "class >= global": accuracy(name, how, "Class", "offline") >= glob,
+                "lazy >= global": lazy >= glob,
+                "line >= global": line >= glob,
+                "line < lazy": line < lazy,
+            }
+    return checks
+
+
+def render_taxonomy(result):
+    """Markdown tables (one per data set and how): recognition rate +- std and seconds per batch."""
+    cells, lines = result["cells"], []
+    lines.append(
+        f"# Local distance taxonomy (Ramanan & Baker 2011): {result['n_batches']} batches, 3-NN on a 20-candidate "
+        "global shortlist; recognition rate % (mean +- std) and seconds (fit + predict per batch)\n"
+    )
+    for name, sizes in result["datasets"].items():
+        for how in result["hows"]:
+            glob = cells[f"{name}/{how}/global fit"]
+            lines.append(
+                f"## {name} ({sizes['n_train']} train / {sizes['n_test']} test, {sizes['preprocessing']}), {how}; "
+                f"global metric fit {glob['time']:.2f} s\n"
+            )
+            lines.append("| when \\ where | " + " | ".join(WHERE) + " |")
+            lines.append("|---" * (len(WHERE) + 1) + "|")
+            for when in WHEN:
+                row = []
+                for where in WHERE:
+                    cell = cells.get(f"{name}/{how}/{where}/{when}")
+                    if cell is None:
+                        same = where in ("Global", "Class") and when != "offline"
+                        row.append("as offline" if same else "N/A")
+                    else:
+                        row.append(
+                            f"{cell['accuracy']:.1f} ± {cell['accuracy_std']:.1f} ({cell['time']:.2f} s)"
+                        )
+                lines.append(f"| {when} | " + " | ".join(row) + " |")
+            lines.append("")
+    if result["n_online_lmnn"]:
+        lines.append(f"LMNN online cells: first {result['n_online_lmnn']} test points of each batch.\n")
+    lines.append("## Qualitative expectations of the paper\n")
+    lines.append("| data / how | class >= global | lazy >= global | line >= global | line < lazy |")
+    lines.append("|---|---|---|---|---|")
+    for key, check in result["checks"].items():
+        lines.append(f"| {key} | " + " | ".join("yes" if check[c] else "no" for c in check) + " |")
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,158 @@
+import json
+import subprocess
+import sys
+import types
+
+import numpy as np
+import pytest
+
+import riemlocal.io as rio
+from riemlocal.cli import main
+from riemlocal.fields import ConstantField, NearestLocalField, SmoothLocalField
+
+TWO_METRICS = ([[2.0, 2.0], [4.0, 4.0]], [2.0 * np.eye(2), np.eye(2)])  # Hauberg et al., sec. 2
+
+
+def _exit_code(argv, capsys):
+    with pytest.raises(SystemExit) as info:
+        main(argv)
+    return info.value.code, capsys.readouterr()
+
+
+@pytest.mark.parametrize("argv", [["--help"], ["bodyshape", "--help"], ["taxonomy", "--help"], ["geodesic", "--help"]])
+def test_help_everywhere(argv, capsys):
+    code, output = _exit_code(argv, capsys)
+    assert code == 0 and "usage: riemlocal" in output.out
+    if argv[0] != "--help":
+        assert "--out" in output.out and "--n-jobs" in output.out and "--no-progress" in output.out
+    if argv[0] in ("bodyshape", "taxonomy"):
+        assert "--quick" in output.out and "--seed" in output.out
+
+
+@pytest.fixture
+def smooth_path(tmp_path):
+    path = tmp_path / "smooth.npz"
+    rio.save(SmoothLocalField(*TWO_METRICS, rho=1.0), path)
+    return path
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        ([], "the following arguments are required: COMMAND"),
+        (["fly"], "invalid choice: 'fly'"),
+        (["geodesic", "{field}", "--from", "1,x", "--to", "5,3"], "expected comma-separated numbers"),
+        (["geodesic", "{field}", "--from", "1,nan", "--to", "5,3"], "coordinates must be finite"),
+        (["geodesic", "{field}", "--from", "1,3,4", "--to", "5,3"], "--from has 3 coordinates but the field has dim=2"),
+        (["geodesic", "{field}", "--to", "5,3"], "the following arguments are required: --from"),
+        (["geodesic", "{field}", "--from", "1,3", "--to", "5,3", "--n-jobs", "0"], "expected a non-zero integer"),
+        (["taxonomy", "--seed", "one"], "invalid int value: 'one'"),
+        (["geodesic", "{field}", "--from", "1,3", "--to", "5,3", "--quick"], "unrecognized arguments: --quick"),
+        (["geodesic", "{missing}", "--from", "1,3", "--to", "5,3"], "cannot read FIELD.npz"),
+        (["geodesic", "{garbage}", "--from", "1,3", "--to", "5,3"], "not a readable riemlocal .npz file"),
+        (["geodesic", "{estimator}", "--from", "1,3", "--to", "5,3"], "holds a LinearRegression, not a metric field"),
+        (["bodyshape", "--quick", "--out", "{garbage}/sub"], "cannot create --out directory"),
+    ],
+)
+def test_user_errors_exit_2_with_a_message(argv, message, smooth_path, tmp_path, capsys):
+    from sklearn.linear_model import LinearRegression
+
+    garbage = tmp_path / "garbage.npz"
+    garbage.write_bytes(b"not a zip")
+    rio.save(LinearRegression(), tmp_path / "estimator.npz")
+    paths = {"field": smooth_path, "missing": tmp_path / "missing.npz", "garbage": garbage}
+    paths["estimator"] = tmp_path / "estimator.npz"
+    argv = [arg.format(**paths) for arg in argv]
+    code, output = _exit_code(argv, capsys)
+    assert code == 2
+    assert message in output.err and "Traceback" not in output.err
+
+
+def test_geodesic_command_orders_the_rules_and_writes_files(smooth_path, tmp_path, capsys):
+    out = tmp_path / "out"
+    assert main(["geodesic", str(smooth_path), "--from", "1,3", "--to", "5,3", "--out", str(out), "--no-progress"]) == 0
+    printed = capsys.readouterr().out
+    numbers = json.loads((out / "geodesic.json").read_text())
+    distances = numbers["distances"]
+    assert set(distances) == {"test", "train", "line", "line_length", "geodesic"}
+    assert distances["geodesic"] < distances["line_length"] < distances["line"]  # d_geo <= L <= sqrt(E)
+    field = SmoothLocalField(*TWO_METRICS, rho=1.0)
+    d = np.array([4.0, 0.0])
+    assert distances["test"] == pytest.approx(np.sqrt(d @ field.metric_matrix([1.0, 3.0]) @ d))
+    assert distances["train"] == pytest.approx(np.sqrt(d @ field.metric_matrix([5.0, 3.0]) @ d))
+    assert (out / "geodesic.png").stat().st_size > 10_000
+    assert (out / "geodesic.md").read_text().strip() in printed
+    assert f"| geodesic | {distances['geodesic']:.6g} |" in printed
+
+
+def test_every_rule_is_the_mahalanobis_distance_on_a_constant_field(tmp_path, capsys):
+    metric = np.array([[2.0, 0.5, 0.0], [0.5, 1.0, 0.2], [0.0, 0.2, 3.0]])
+    rio.save(ConstantField(metric), tmp_path / "constant.npz")
+    main(["geodesic", str(tmp_path / "constant.npz"), "--from=-1,0,0", "--to", "0,-1,2", "--out", str(tmp_path)])
+    capsys.readouterr()
+    d = np.array([1.0, -1.0, 2.0])
+    distances = json.loads((tmp_path / "geodesic.json").read_text())["distances"]
+    assert len(distances) == 5
+    for value in distances.values():
+        assert value == pytest.approx(np.sqrt(d @ metric @ d), rel=1e-6)
+    assert (tmp_path / "geodesic.png").exists()  # coordinates plot for D = 3
+
+
+def test_piecewise_constant_field_skips_the_geodesic_rule(tmp_path, capsys):
+    rio.save(NearestLocalField(*TWO_METRICS), tmp_path / "nearest.npz")
+    main(["geodesic", str(tmp_path / "nearest.npz"), "--from", "1,3", "--to", "5,3", "--out", str(tmp_path)])
+    assert "geodesic rule does not apply" in capsys.readouterr().out
+    distances = json.loads((tmp_path / "geodesic.json").read_text())["distances"]
+    assert "geodesic" not in distances
+    # the segment crosses the cell boundary x1 + x2 = c once; both line rules mix 2I and I
+    assert 4.0 < distances["line_length"] < distances["line"] < 4.0 * np.sqrt(2.0)
+
+
+def _fake_experiment(command, monkeypatch):
+    calls = []
+
+    def run(**kwargs):
+        calls.append(kwargs)
+        return {"markdown": "| a | b |"}
+
+    module = types.ModuleType(f"riemlocal.experiments.{command}")
+    setattr(module, f"run_{command}", run)
+    monkeypatch.setitem(sys.modules, f"riemlocal.experiments.{command}", module)
+    return calls
+
+
+@pytest.mark.parametrize("command", ["bodyshape", "taxonomy"])
+def test_experiment_commands_pass_the_common_options(command, monkeypatch, tmp_path, capsys):
+    calls = _fake_experiment(command, monkeypatch)
+    argv = [command, "--quick", "--seed", "3", "--n-jobs", "2", "--no-progress", "--out", str(tmp_path / "res")]
+    assert main(argv) == 0
+    assert calls == [{"quick": True, "seed": 3, "n_jobs": 2, "verbose": False, "out": str(tmp_path / "res")}]
+    assert (tmp_path / "res").is_dir() and "| a | b |" in capsys.readouterr().out
+
+
+def test_bodyshape_reads_your_own_csv(monkeypatch, tmp_path, capsys):
+    calls = _fake_experiment("bodyshape", monkeypatch)
+    rng = np.random.default_rng(0)
+    rows = ["coef_0,coef_1,arm,waist"] + [",".join(f"{v:.4f}" for v in rng.normal(size=4)) for _ in range(12)]
+    (tmp_path / "bodies.csv").write_text("\n".join(rows) + "\n")
+    assert main(["bodyshape", "--data", str(tmp_path / "bodies.csv"), "--measurements", "arm,waist"]) == 0
+    (call,) = calls
+    assert call["measurements"] == ("arm", "waist") and call["data"].measurement_names == ["arm", "waist"]
+    assert call["data"].data.shape == (12, 2) and call["data"].target.shape == (12, 2)
+    assert call["out"] is None and call["quick"] is False
+    code, output = _exit_code(["bodyshape", "--data", str(tmp_path / "bodies.csv"), "--measurements", "leg"], capsys)
+    assert code == 2 and "--measurements must name columns among ['arm', 'waist']" in output.err
+    (tmp_path / "bad.csv").write_text("coef_0,arm\n1.0,oops\n")
+    code, output = _exit_code(["bodyshape", "--data", str(tmp_path / "bad.csv")], capsys)
+    assert code == 2 and "cannot read --data" in output.err and "not a number" in output.err
+
+
+def test_console_errors_have_no_traceback(tmp_path):
+    result = subprocess.run(
+        [sys.executable, "-m", "riemlocal.cli", "geodesic", str(tmp_path / "none.npz"), "--from", "1", "--to", "2"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 2
+    assert "riemlocal geodesic: error: cannot read FIELD.npz" in result.stderr and "Traceback" not in result.stderr

@@ -1,0 +1,81 @@
+"""Synthetic body shapes and the CSV loader."""
+
+import numpy as np
+import pytest
+from numpy.testing import assert_allclose, assert_array_equal
+
+from riemlocal.datasets import MEASUREMENTS, load_body_shapes_csv, make_body_shapes
+
+
+def test_make_body_shapes_layout_and_determinism():
+    bodies = make_body_shapes(random_state=0)
+    assert bodies.data.shape == (986, 35) and bodies.target.shape == (986, len(MEASUREMENTS))
+    assert bodies.feature_names[0] == "coef_0" and bodies.measurement_names == list(MEASUREMENTS)
+    assert_array_equal(make_body_shapes(random_state=0).data, bodies.data)
+    assert not np.allclose(make_body_shapes(random_state=1).data, bodies.data)
+    small = make_body_shapes(n_samples=50, n_components=10, random_state=3)
+    assert small.data.shape == (50, 10) and small.latent.shape == (50, 5)
+    assert "Generative model" in bodies.DESCR
+
+
+def test_make_body_shapes_statistics_are_realistic():
+    bodies = make_body_shapes(n_samples=5000, random_state=0)
+    stature = bodies.target[:, bodies.measurement_names.index("stature")]
+    assert abs(stature.mean() - 1640) < 5 and abs(stature.std() - 70) < 5
+    for j, (mean, std, *_) in enumerate(MEASUREMENTS.values()):
+        assert abs(bodies.target[:, j].mean() - mean) < 0.1 * std
+        assert abs(bodies.target[:, j].std() / std - 1) < 0.1
+    spread = bodies.data.std(axis=0)
+    assert spread[0] > spread[10] > spread[34]  # decaying like PCA coefficients
+    # non-linear: a linear fit on the latent factors leaves 10% more than the documented noise
+    design = np.hstack([np.ones((5000, 1)), bodies.latent])
+    residual = bodies.data - design @ np.linalg.lstsq(design, bodies.data, rcond=None)[0]
+    noise_energy = 5000 * np.sum((0.3 * 60.0 / (1.0 + np.arange(35)) ** 0.9) ** 2)
+    assert (residual**2).sum() > 1.1 * noise_energy
+
+
+@pytest.mark.parametrize("n_samples", [1, 2.5, True])
+def test_make_body_shapes_bad_arguments(n_samples):
+    with pytest.raises(ValueError, match="n_samples"):
+        make_body_shapes(n_samples=n_samples)
+
+
+def _write(path, text):
+    path.write_text(text)
+    return path
+
+
+def test_csv_round_trip(tmp_path):
+    bodies = make_body_shapes(n_samples=20, n_components=4, random_state=0)
+    header = ",".join(bodies.feature_names + bodies.measurement_names)
+    path = tmp_path / "bodies.csv"
+    np.savetxt(path, np.hstack([bodies.data, bodies.target]), delimiter=",", header=header, comments="", fmt="%.17g")
+    loaded = load_body_shapes_csv(path)
+    assert_allclose(loaded.data, bodies.data)
+    assert_allclose(loaded.target, bodies.target)
+    assert loaded.measurement_names == bodies.measurement_names
+    chosen = load_body_shapes_csv(path, measurement_columns=["waist"])
+    assert chosen.target.shape == (20, 1) and chosen.data.shape == (20, 4 + len(MEASUREMENTS) - 1)
+
+
+@pytest.mark.parametrize(
+    "text, match",
+    [
+        ("", "empty"),
+        ("coef_0,waist\n", "no data rows"),
+        ("coef_0,coef_0,waist\n1,2,3\n", "unique"),
+        ("coef_0,waist\n1,2\n3\n", "line 3: expected 2 values"),
+        ("coef_0,waist\n1,abc\n", "column 'waist': not a number"),
+        ("coef_0,waist\n1,nan\n", "missing"),
+        ("coef_0,coef_1\n1,2\n", "measurement"),
+    ],
+)
+def test_csv_malformed(tmp_path, text, match):
+    with pytest.raises(ValueError, match=match):
+        load_body_shapes_csv(_write(tmp_path / "bad.csv", text))
+
+
+def test_csv_unknown_measurement_column(tmp_path):
+    path = _write(tmp_path / "ok.csv", "coef_0,waist\n1,2\n")
+    with pytest.raises(ValueError, match="measurement_columns"):
+        load_body_shapes_csv(path, measurement_columns=["hip"])

@@ -1,0 +1,317 @@
+"""Distance rules: the exact line integral against the paper's algorithm, closed forms, batching, errors."""
+
+import re
+
+import numpy as np
+import pytest
+from joblib import parallel_config
+
+from riemlocal.distances import distance, pairwise_distances
+from riemlocal.fields import ConstantField, MetricField, NearestLocalField, RBFLocalField, SmoothLocalField
+
+
+def random_spd(rng, n, dim, condition=10.0):
+    q, _ = np.linalg.qr(rng.normal(size=(n, dim, dim)))
+    return np.einsum("nij,nj,nkj->nik", q, np.exp(rng.uniform(0, np.log(condition), (n, dim))), q)
+
+
+def paper_line_integral(field, x, y):
+    """Ramanan & Baker Sec. II-E, written independently: all pairwise boundary roots on [0, 1],
+    sorted, and each segment's cell looked up at its midpoint. Returns (energy, length)."""
+    d = y - x
+    proximity = field.metrics if field.proximity is None else np.array([field.proximity] * field.n_centers)
+    offsets = x - field.centers
+    a = np.einsum("i,rij,j->r", d, proximity, d)
+    b = 2 * np.einsum("i,rij,rj->r", d, proximity, offsets)
+    c = np.einsum("ri,rij,rj->r", offsets, proximity, offsets)
+    r, s = np.triu_indices(field.n_centers, 1)
+    qa, qb, qc = a[r] - a[s], b[r] - b[s], c[r] - c[s]  # boundary: qa t^2 + qb t + qc = 0
+    disc = qb**2 - 4 * qa * qc
+    quadratic = (qa != 0) & (disc >= 0)
+    root = np.sqrt(np.where(quadratic, disc, 0.0))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        roots = np.r_[
+            ((-qb + root) / (2 * qa))[quadratic],
+            ((-qb - root) / (2 * qa))[quadratic],
+            (-qc / qb)[(qa == 0) & (qb != 0)],
+        ]
+    breaks = np.unique(np.r_[0.0, 1.0, roots[(roots > 0) & (roots < 1)]])
+    cells = field.nearest_center(x + 0.5 * (breaks[1:] + breaks[:-1])[:, None] * d)
+    speed2 = np.einsum("i,pij,j->p", d, field.metrics[cells], d)
+    return np.sum(np.diff(breaks) * speed2), np.sum(np.diff(breaks) * np.sqrt(speed2))
+
+
+def assert_matches_paper(field, X, Y, rtol=1e-10):
+    energy = pairwise_distances(field, X, Y, rule="line", squared=True)
+    length = pairwise_distances(field, X, Y, rule="line_length")
+    expected = np.array([[paper_line_integral(field, x, y) for y in Y] for x in X])
+    np.testing.assert_allclose(energy, expected[..., 0], rtol=rtol)
+    np.testing.assert_allclose(length, expected[..., 1], rtol=rtol)
+
+
+@pytest.mark.parametrize("own_metric", [True, False])
+@pytest.mark.parametrize("dim, n_centers", [(2, 8), (3, 15), (6, 30)])
+def test_exact_line_integral_matches_paper_algorithm(own_metric, dim, n_centers):
+    rng = np.random.default_rng(dim * n_centers + own_metric)
+    proximity = None if own_metric else random_spd(rng, 1, dim)[0]
+    field = NearestLocalField(rng.normal(size=(n_centers, dim)), random_spd(rng, n_centers, dim), proximity)
+    X, Y = 2.0 * rng.normal(size=(2, 6, dim))
+    assert_matches_paper(field, X, Y)
+
+
+def test_lines_cross_many_cells():
+    """The oracle comparison is only meaningful if lines really cross several cells."""
+    rng = np.random.default_rng(3)
+    field = NearestLocalField(rng.normal(size=(30, 2)), random_spd(rng, 30, 2, condition=30.0))
+    x, y = np.array([-3.0, -2.0]), np.array([3.0, 2.5])
+    lam = np.linspace(0, 1, 20001)
+    assert len(np.unique(field.nearest_center(x + lam[:, None] * (y - x)))) >= 5
+    assert_matches_paper(field, x[None], y[None])
+
+
+def circle_field():
+    """Cell 1 (center (0, 3), metric 4I) is the disk |p - (0, 4)| < 2 inside cell 0 (center 0, metric I).
+
+    All data are dyadic, so an exact tangent stays exact in floating point.
+    """
+    return NearestLocalField([[0.0, 0.0], [0.0, 3.0]], [np.eye(2), 4.0 * np.eye(2)])
+
+
+@pytest.mark.parametrize("offset", [0.0, 1e-5, 1e-8, -1e-8, 0.5])
+def test_near_tangent_line_closed_form(offset):
+    """The line at height 2 + offset grazes the disk: exact touch, thin chords and a miss."""
+    field = circle_field()
+    x, y = np.array([-3.0, 2.0 + offset]), np.array([3.0, 2.0 + offset])
+    half_chord = np.sqrt(max(0.0, 4.0 - (2.0 - offset) ** 2))
+    inside = 2.0 * half_chord / 6.0  # fraction of the segment in cell 1
+    energy = distance(field, x, y, rule="line", squared=True)
+    np.testing.assert_allclose(energy, 36.0 * (1 - inside) + 144.0 * inside, rtol=1e-12)
+    length = distance(field, x, y, rule="line_length")
+    np.testing.assert_allclose(length, 6.0 * (1 - inside) + 12.0 * inside, rtol=1e-12)
+    if offset >= 1e-5:
+        assert_matches_paper(field, x[None], y[None])
+
+
+def test_points_exactly_on_cell_boundaries():
+    # global proximity: cells x1 < 0 (metric I) and x1 > 0 (metric diag(4, 9)); boundary x1 = 0
+    field = NearestLocalField([[-1.0, 0.0], [1.0, 0.0]], [np.eye(2), np.diag([4.0, 9.0])], proximity=np.eye(2))
+    cases = [
+        ([0.0, -1.0], [0.0, 2.0], 9.0),  # along the boundary: equal parabolas, the lowest index wins
+        ([0.0, 0.5], [2.0, 0.5], 16.0),  # start on the boundary, go right
+        ([0.0, 0.5], [-2.0, 0.5], 4.0),  # start on the boundary, go left
+        ([-2.0, 0.5], [0.0, 0.5], 4.0),  # end on the boundary
+        ([-1.0, 0.0], [1.0, 0.0], 0.5 * 4.0 + 0.5 * 16.0),
+    ]
+    for x, y, expected in cases:
+        assert distance(field, x, y, rule="line", squared=True) == pytest.approx(expected, rel=1e-14)
+    assert_matches_paper(field, np.array([c[0] for c in cases]), np.array([c[1] for c in cases]))
+
+    # own metrics: (2, 0) lies exactly on the circle |p - (4, 0)| = 2 bounding cell 1
+    field = NearestLocalField([[0.0, 0.0], [3.0, 0.0]], [np.eye(2), 4.0 * np.eye(2)])
+    assert distance(field, [2.0, 0.0], [0.0, 0.0], rule="line", squared=True) == pytest.approx(4.0, rel=1e-14)
+    assert distance(field, [2.0, 0.0], [4.0, 0.0], rule="line", squared=True) == pytest.approx(16.0, rel=1e-14)
+    assert distance(field, [0.0, 0.0], [6.0, 0.0], rule="line", squared=True) == pytest.approx(36 * (1 / 3 + 4 * 2 / 3))
+
+
+def test_several_cells_meeting_in_one_point():
+    """Four cells meet at the origin; all parabolas tie there and the order of equal roots is arbitrary."""
+    centers = np.array([[-1.0, -1.0], [1.0, -1.0], [-1.0, 1.0], [1.0, 1.0]])
+    metrics = np.array([1.0, 2.0, 3.0, 4.0])[:, None, None] * np.eye(2)
+    field = NearestLocalField(centers, metrics, proximity=np.eye(2))
+    X = np.array([[-0.5, -0.5], [-0.5, -0.5], [0.0, 0.0], [-0.5, 0.5]])
+    Y = np.array([[0.5, 0.5], [0.0, 0.0], [0.5, 0.5], [0.5, -0.5]])
+    energy = distance(field, X, Y, rule="line", squared=True)
+    # |d|^2 = 2, 0.5, 0.5, 2; half of the first and last segments in each of two cells
+    np.testing.assert_allclose(energy, [0.5 * 2 * (1 + 4), 0.5 * 1, 0.5 * 4, 0.5 * 2 * (3 + 2)], rtol=1e-14)
+    assert_matches_paper(field, X, Y)
+
+
+def test_duplicate_centers_give_equal_parabolas():
+    rng = np.random.default_rng(5)
+    centers, metrics = rng.normal(size=(6, 3)), random_spd(rng, 6, 3)
+    field = NearestLocalField(centers, metrics)
+    doubled = NearestLocalField(np.r_[centers, centers], np.r_[metrics, metrics])
+    X, Y = 2.0 * rng.normal(size=(2, 5, 3))
+    for rule in ("line", "line_length"):
+        np.testing.assert_allclose(distance(doubled, X, Y, rule=rule), distance(field, X, Y, rule=rule), rtol=1e-13)
+
+
+class UserConstantField(MetricField):
+    """A constant metric seen only through ``metric_matrix`` (generic code paths)."""
+
+    def __init__(self, metric):
+        super().__init__(len(metric))
+        self.metric = np.asarray(metric)
+
+    def metric_matrix(self, base_point):
+        x = self._check(base_point)
+        return np.broadcast_to(self.metric, x.shape[:-1] + self.metric.shape)
+
+
+@pytest.mark.parametrize("rule", ["test", "train", "line", "line_length", "geodesic"])
+def test_constant_field_rules_are_mahalanobis(rule):
+    rng = np.random.default_rng(0)
+    metric = random_spd(rng, 1, 4)[0]
+    X, Y = rng.normal(size=(2, 5, 4))
+    d = Y[None] - X[:, None]
+    expected = np.sqrt(np.einsum("xyi,ij,xyj->xy", d, metric, d))
+    np.testing.assert_allclose(pairwise_distances(ConstantField(metric), X, Y, rule=rule), expected, rtol=1e-12)
+    if rule != "geodesic":
+        np.testing.assert_allclose(pairwise_distances(UserConstantField(metric), X, Y, rule=rule), expected, rtol=1e-12)
+    # a nearest field with a single cell, i.e. the same constant metric
+    np.testing.assert_allclose(
+        pairwise_distances(NearestLocalField(X[:1], metric[None]), X, Y, rule=rule if rule != "geodesic" else "line"),
+        expected,
+        rtol=1e-12,
+    )
+
+
+class ExponentialField(MetricField):
+    """1-D field M(x) = exp(2x): every rule has a closed form."""
+
+    def __init__(self):
+        super().__init__(1)
+
+    def metric_matrix(self, base_point):
+        return np.exp(2.0 * self._check(base_point))[..., None]
+
+
+def test_one_dimensional_closed_forms():
+    a = np.array([-1.0, 0.3, 2.0, 0.5])[:, None]
+    b = np.array([1.5, -0.7, 2.0 + 1e-6, 0.5])[:, None]
+    field, d = ExponentialField(), (b - a)[:, 0]
+    ea, eb = np.exp(a[:, 0]), np.exp(b[:, 0])
+    np.testing.assert_allclose(distance(field, a, b, rule="test"), np.abs(d) * ea, rtol=1e-13)
+    np.testing.assert_allclose(distance(field, a, b, rule="train"), np.abs(d) * eb, rtol=1e-13)
+    np.testing.assert_allclose(distance(field, a, b, rule="line_length"), np.abs(eb - ea), rtol=1e-8, atol=0)
+    energy = np.where(d != 0, d * (eb**2 - ea**2) / 2, 0.0)
+    np.testing.assert_allclose(distance(field, a, b, rule="line", squared=True), energy, rtol=1e-8, atol=0)
+    np.testing.assert_allclose(distance(field, a, b, rule="line_length", squared=True), (eb - ea) ** 2, rtol=1e-8)
+
+
+@pytest.fixture
+def smooth_field():
+    rng = np.random.default_rng(7)
+    return SmoothLocalField(rng.normal(size=(5, 2)), random_spd(rng, 5, 2, condition=20.0), rho=1.5)
+
+
+def test_smooth_field_line_length_below_line(smooth_field):
+    rng = np.random.default_rng(8)
+    X, Y = 2.0 * rng.normal(size=(2, 12, 2))
+    line = distance(smooth_field, X, Y, rule="line")
+    length = distance(smooth_field, X, Y, rule="line_length")
+    frozen = distance(smooth_field, X, Y, rule="test")
+    assert np.all(length <= line * (1 + 1e-12))
+    assert np.mean(length < line * (1 - 1e-3)) > 0.5  # strict in general (Cauchy-Schwarz)
+    assert not np.allclose(line, frozen, rtol=1e-3)  # the metric varies along the lines
+    # Riemann sums with many nodes agree with the adaptive quadrature
+    lam = (np.arange(4000) + 0.5) / 4000
+    points = X[:, None] + lam[:, None] * (Y - X)[:, None]
+    speed2 = np.einsum("pi,pnij,pj->pn", Y - X, smooth_field.metric_matrix(points), Y - X)
+    np.testing.assert_allclose(line, np.sqrt(speed2.mean(axis=1)), rtol=1e-6)
+    np.testing.assert_allclose(length, np.sqrt(speed2).mean(axis=1), rtol=1e-6)
+
+
+def test_geodesic_is_shortest(smooth_field):
+    rng = np.random.default_rng(9)
+    X, Y = 1.5 * rng.normal(size=(2, 4, 2))
+    geodesic = distance(smooth_field, X, Y, rule="geodesic")
+    length = distance(smooth_field, X, Y, rule="line_length")
+    assert np.all(geodesic <= length * (1 + 1e-6))
+    assert np.all(geodesic > 0)
+    np.testing.assert_allclose(distance(smooth_field, X, Y, rule="geodesic", squared=True), geodesic**2, rtol=1e-6)
+
+
+def test_frozen_rules_read_the_metric_at_the_right_end():
+    rng = np.random.default_rng(10)
+    nearest = NearestLocalField(rng.normal(size=(7, 3)), random_spd(rng, 7, 3))
+    rbf = RBFLocalField(nearest.centers, nearest.metrics, sigma=0.7)
+    X, Y = rng.normal(size=(2, 9, 3))
+    d = Y - X
+    for field in (nearest, rbf):
+        for rule, base in (("test", X), ("train", Y)):
+            expected = np.einsum("pi,pij,pj->p", d, field.metric_matrix(base), d)
+            np.testing.assert_allclose(distance(field, X, Y, rule=rule, squared=True), expected, rtol=1e-12)
+
+
+@pytest.mark.parametrize("rule", ["test", "train", "line", "line_length"])
+def test_broadcasting_shortlists_and_pairwise_agree(rule):
+    rng = np.random.default_rng(11)
+    field = NearestLocalField(rng.normal(size=(10, 3)), random_spd(rng, 10, 3))
+    X, train = rng.normal(size=(4, 3)), rng.normal(size=(12, 3))
+    table = pairwise_distances(field, X, train, rule=rule)
+    assert table.shape == (4, 12)
+    np.testing.assert_allclose(distance(field, X[:, None, :], train[None, :, :], rule=rule), table, rtol=1e-13)
+    shortlist = rng.integers(0, 12, size=(4, 5))  # with repeated candidates
+    np.testing.assert_allclose(
+        distance(field, X[:, None, :], train[shortlist], rule=rule),
+        np.take_along_axis(table, shortlist, axis=1),
+        rtol=1e-13,
+    )
+    single = distance(field, X[0], train[3], rule=rule)
+    assert np.ndim(single) == 0 and single == pytest.approx(table[0, 3], rel=1e-13)
+    assert distance(field, X[0], X[0], rule=rule) == 0.0
+
+
+def test_pairwise_on_one_set_is_symmetric_for_line_rules():
+    rng = np.random.default_rng(12)
+    field = NearestLocalField(rng.normal(size=(8, 2)), random_spd(rng, 8, 2))
+    X = 2 * rng.normal(size=(7, 2))
+    for rule in ("line", "line_length"):
+        table = pairwise_distances(field, X, rule=rule)
+        np.testing.assert_allclose(table, table.T, rtol=1e-12)
+        np.testing.assert_array_equal(np.diag(table), 0.0)
+    table = pairwise_distances(field, X, rule="test")
+    np.testing.assert_allclose(table, pairwise_distances(field, X, rule="train").T, rtol=1e-13)
+
+
+def test_squared_quantities():
+    rng = np.random.default_rng(13)
+    field = NearestLocalField(rng.normal(size=(6, 2)), random_spd(rng, 6, 2, condition=50.0))
+    X, Y = 2 * rng.normal(size=(2, 10, 2))
+    energy = distance(field, X, Y, rule="line", squared=True)
+    length = distance(field, X, Y, rule="line_length")
+    np.testing.assert_allclose(distance(field, X, Y, rule="line") ** 2, energy, rtol=1e-13)
+    np.testing.assert_allclose(distance(field, X, Y, rule="line_length", squared=True), length**2, rtol=1e-13)
+    assert np.all(length**2 <= energy * (1 + 1e-12))
+
+
+def test_n_jobs_and_progress_bar(capsys):
+    rng = np.random.default_rng(14)
+    field = NearestLocalField(rng.normal(size=(9, 3)), random_spd(rng, 9, 3))
+    X, Y = rng.normal(size=(2, 40, 3))
+    serial = pairwise_distances(field, X, Y, rule="line")
+    with parallel_config(backend="threading"):  # same chunking as processes, without their start-up time
+        np.testing.assert_allclose(pairwise_distances(field, X, Y, rule="line", n_jobs=2), serial, rtol=1e-14)
+        np.testing.assert_allclose(distance(field, X, Y, rule="line", n_jobs=2), np.diag(serial), rtol=1e-14)
+        np.testing.assert_allclose(
+            pairwise_distances(field, X, Y, rule="train", n_jobs=2),
+            pairwise_distances(field, X, Y, rule="train"),
+            rtol=1e-14,
+        )
+    pairwise_distances(field, X, Y, rule="line", verbose=True)
+    assert "line distances" in capsys.readouterr().err
+
+
+def test_bad_input():
+    rng = np.random.default_rng(15)
+    nearest = NearestLocalField(rng.normal(size=(3, 2)), random_spd(rng, 3, 2))
+    x, y = np.zeros(2), np.ones(2)
+    with pytest.raises(ValueError, match="rule must be one of"):
+        distance(nearest, x, y, rule="straight")
+    with pytest.raises(ValueError, match=re.escape("rule='geodesic' needs a smooth field")):
+        distance(nearest, x, y, rule="geodesic")
+    with pytest.raises(ValueError, match="rule='geodesic'"):
+        pairwise_distances(nearest, x[None], rule="geodesic")
+    with pytest.raises(ValueError, match="y must have last axis of length dim=2"):
+        distance(nearest, x, np.ones(3))
+    with pytest.raises(ValueError, match="x contains NaN"):
+        distance(nearest, [np.nan, 0.0], y)
+    with pytest.raises(ValueError, match="Y contains NaN"):
+        pairwise_distances(nearest, x[None], [[0.0, np.inf]])
+    with pytest.raises(ValueError, match="do not broadcast"):
+        distance(nearest, np.zeros((3, 2)), np.zeros((4, 2)))
+    with pytest.raises(ValueError, match="X must have shape"):
+        pairwise_distances(nearest, np.zeros((2, 2, 2)))
+    with pytest.raises(TypeError, match="field must be a MetricField"):
+        distance(np.eye(2), x, y)
