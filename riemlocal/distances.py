@@ -2,16 +2,16 @@ r"""Distance rules: turn a metric field :math:`M(x)` into a distance (Ramanan & 
 
 For a query :math:`x`, a candidate (training point) :math:`y` and :math:`d = y - x`:
 
-=================  ==========================================================  ==================
-rule               value (a length)                                            ``squared=True``
-=================  ==========================================================  ==================
-``"test"``         :math:`\sqrt{d^T M(x) d}` (metric frozen at the query)      :math:`d^T M(x) d`
-``"train"``        :math:`\sqrt{d^T M(y) d}` (metric frozen at the candidate)  :math:`d^T M(y) d`
+=================  ================================================================  ==================
+rule               value (a length)                                                  ``squared=True``
+=================  ================================================================  ==================
+``"test"``         :math:`\sqrt{d^T M(x) d}` (metric frozen at the query)            :math:`d^T M(x) d`
+``"train"``        :math:`\sqrt{d^T M(y) d}` (metric frozen at the candidate)        :math:`d^T M(y) d`
 ``"line"``         :math:`\sqrt{E}`, :math:`E = d^T [\int_0^1 M(x + \lambda d)
-                   d\lambda] d` (Ramanan & Baker eq. 18)                       :math:`E`
-``"line_length"``  :math:`L = \int_0^1 \sqrt{d^T M(x + \lambda d) d}\,d\lambda`  :math:`L^2`
-``"geodesic"``     length of the shortest curve (smooth fields only)           its square
-=================  ==========================================================  ==================
+                   d\lambda] d` (Ramanan & Baker eq. 18)                             :math:`E`
+``"line_length"``  :math:`L = \int_0^1 \sqrt{d^T M(x + \lambda d) d}\,d\lambda`      :math:`L^2`
+``"geodesic"``     length of the shortest curve (smooth fields only)                 its square
+=================  ================================================================  ==================
 
 :math:`E` is the energy of the straight segment traversed at constant
 parameter speed, :math:`L` its length, and by Cauchy--Schwarz and

@@ -14,7 +14,7 @@ from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from .distances import distance
-from .fields._lazy import LazyField
+from .fields import LazyField
 from .learners._ccml import ccknn_scores
 from .placement import LocalMetrics, default_learner
 from .utils.validation import check_int, check_option, check_positive
@@ -60,7 +60,7 @@ class LocalMetricKNN(ClassifierMixin, BaseEstimator):
         ``None`` means :class:`~riemlocal.learners.LDAMetric`.
     where : {"global", "class", "exemplar", "reference", "lazy"}, default="global"
         Placement of the local metrics (:class:`~riemlocal.placement.LocalMetrics`),
-        or ``"lazy"`` for a :class:`~riemlocal.fields._lazy.LazyField`.
+        or ``"lazy"`` for a :class:`~riemlocal.fields.LazyField`.
     rule : {"test", "train", "line", "line_length", "geodesic"}, default="test"
         Distance rule of :mod:`riemlocal.distances`. ``"test"`` and
         ``"train"`` evaluate the field once per distinct query / candidate
@@ -104,6 +104,10 @@ class LocalMetricKNN(ClassifierMixin, BaseEstimator):
         The local metric field read by ``rule``.
     placement_ : LocalMetrics or None
         The fitted placement (``None`` for ``where="lazy"``).
+    fit_X_ : ndarray of shape (n_samples, n_features)
+        Training points (the candidates of every query).
+    fit_y_ : ndarray of shape (n_samples,)
+        Their class indices into ``classes_``.
     n_features_in_ : int
 
     References
@@ -241,21 +245,31 @@ class LocalMetricKNN(ClassifierMixin, BaseEstimator):
                 self.field_ = placement.rbf_field()
             else:
                 self.field_ = placement.smooth_field(self.rho)
-        self._fit_X, self._y_index = X, y_index
-        self._map = np.linalg.cholesky(self.global_metric_)
-        mapped = X @ self._map
-        if self.decision == "knn":
-            self._indexes = [(np.arange(len(X)), NearestNeighbors(algorithm="kd_tree").fit(mapped))]
-        else:
-            members = [np.flatnonzero(y_index == c) for c in range(len(self.classes_))]
-            self._indexes = [(m, NearestNeighbors(algorithm="kd_tree").fit(mapped[m])) for m in members]
+        self.fit_X_, self.fit_y_ = X, y_index
+        self._indexes = None
+        self._global_indexes()
         return self
+
+    def _global_indexes(self):
+        """KD-trees on the globally mapped training data, per class for CCKNN.
+
+        Built on first use from the fitted arrays, so a model restored by
+        :func:`riemlocal.io.load` rebuilds them.
+        """
+        if getattr(self, "_indexes", None) is None:
+            mapped = self.fit_X_ @ np.linalg.cholesky(self.global_metric_)
+            if self.decision == "knn":
+                members = [np.arange(len(mapped))]
+            else:
+                members = [np.flatnonzero(self.fit_y_ == c) for c in range(len(self.classes_))]
+            self._indexes = [(m, NearestNeighbors(algorithm="kd_tree").fit(mapped[m])) for m in members]
+        return self._indexes
 
     def _shortlist(self, X):
         """Candidate indices ``(n, S)`` and their class indices ``(S,)`` layout (per-class blocks for CCKNN)."""
-        mapped = X @ self._map
+        mapped = X @ np.linalg.cholesky(self.global_metric_)
         blocks = []
-        for members, index in self._indexes:
+        for members, index in self._global_indexes():
             size = min(self.shortlist, len(members))
             blocks.append(members[index.kneighbors(mapped, n_neighbors=size, return_distance=False)])
         return np.concatenate(blocks, axis=1)
@@ -280,7 +294,7 @@ class LocalMetricKNN(ClassifierMixin, BaseEstimator):
         X = validate_data(self, X, reset=False)
         candidates = self._shortlist(X)
         distances_sq = distance(
-            self.field_, X[:, None, :], self._fit_X[candidates], rule=self.rule, squared=True,
+            self.field_, X[:, None, :], self.fit_X_[candidates], rule=self.rule, squared=True,
             n_jobs=self.n_jobs, verbose=self.verbose,
         )
         return candidates, distances_sq
@@ -288,7 +302,7 @@ class LocalMetricKNN(ClassifierMixin, BaseEstimator):
     def _votes(self, X):
         candidates, distances = self.local_distances(X)
         nearest = np.argsort(distances, axis=1, kind="stable")[:, : self.n_neighbors]
-        labels = self._y_index[np.take_along_axis(candidates, nearest, axis=1)]
+        labels = self.fit_y_[np.take_along_axis(candidates, nearest, axis=1)]
         return np.stack([np.bincount(row, minlength=len(self.classes_)) for row in labels])
 
     def predict(self, X):
@@ -324,7 +338,7 @@ class LocalMetricKNN(ClassifierMixin, BaseEstimator):
         """
         check_is_fitted(self)
         candidates, distances = self.local_distances(X)
-        block_labels = self._y_index[candidates[0]] if len(candidates) else np.zeros(0, dtype=int)
+        block_labels = self.fit_y_[candidates[0]] if len(candidates) else np.zeros(0, dtype=int)
         return ccknn_scores(distances, block_labels, self.n_neighbors, classes=np.arange(len(self.classes_)))
 
     def _has_votes(self):

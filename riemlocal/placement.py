@@ -151,7 +151,7 @@ class LocalMetrics(BaseEstimator):
       ``n_neighbors`` nearest neighbours, all learned *offline* (eq. 9--10;
       Ramanan & Baker's "small DB only" cell). The *online* per-exemplar
       variant learns only the metrics of shortlisted exemplars: use a
-      :class:`~riemlocal.fields._lazy.LazyField` with the ``"train"`` rule.
+      :class:`~riemlocal.fields.LazyField` with the ``"train"`` rule.
     * ``"reference"`` -- ``n_references`` training points drawn at random;
       reference :math:`j` is learned with weights
       :math:`w_{ij} = \mathrm{softmax}_j(-d_G(x_i, x_{RP_j})/\sigma)` (eq. 15).

@@ -232,3 +232,23 @@ def test_statistics_on_a_saved_manifold_transform_identically(tmp_path):
     assert type(loaded.space).__name__ == "LearnedMetricManifold"
     np.testing.assert_array_equal(loaded.mean_, pga.mean_)
     np.testing.assert_allclose(loaded.transform(X[:4]), pga.transform(X[:4]), rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.parametrize("params", [dict(where="class", rule="line"), dict(where="reference", decision="ccknn")])
+def test_fitted_classifier_predicts_identically_after_reload(params, tmp_path):
+    from riemlocal.neighbors import LocalMetricKNN
+
+    X, y = _wine()
+    clf = LocalMetricKNN(LDAMetric(), n_references=5, random_state=0, **params).fit(X, y)
+    rio.save(clf, tmp_path / "knn.npz")
+    loaded = rio.load(tmp_path / "knn.npz")
+    np.testing.assert_array_equal(loaded.predict(X[::3] + 0.05), clf.predict(X[::3] + 0.05))
+
+
+def test_manifold_keeps_its_solver_options(tmp_path):
+    from riemlocal.manifold import LearnedMetricManifold
+
+    centers, metrics = _local_inputs(n_centers=2, dim=2)
+    rio.save(LearnedMetricManifold(SmoothLocalField(centers, metrics), n_nodes=24, tol=1e-9), tmp_path / "m.npz")
+    loaded = rio.load(tmp_path / "m.npz")
+    assert (loaded.metric.n_nodes, loaded.metric.tol) == (24, 1e-9)

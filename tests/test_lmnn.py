@@ -237,3 +237,11 @@ def test_bad_data():
         LMNNMetric().fit(X, X[:, 0])
     with pytest.raises(ValueError, match=re.escape("X has 4 features, but LMNNMetric is expecting 5")):
         LMNNMetric().fit(X, y).transform(X[:, :4])
+
+
+def test_verbose_shows_a_progress_bar(capsys):
+    X, y = noisy_problem(np.random.default_rng(13), n=40)
+    LMNNMetric(verbose=True).fit(X, y)
+    assert "LMNN" in capsys.readouterr().err
+    LMNNMetric().fit(X, y)
+    assert capsys.readouterr().err == ""

@@ -4,33 +4,15 @@ import re
 
 import numpy as np
 import pytest
-from sklearn.base import BaseEstimator
 from sklearn.neighbors import KNeighborsClassifier
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
+from helpers import CovarianceLearner
 from riemlocal.distances import distance
-from riemlocal.fields._lazy import LazyField
+from riemlocal.fields import LazyField
 from riemlocal.learners._ccml import ccknn_scores
 from riemlocal.neighbors import LocalMetricKNN
 from riemlocal.placement import fit_local_metric
-
-
-class CovarianceLearner(BaseEstimator):
-    """Tiny learner: inverse of the weighted within-class covariance plus ``reg * I``."""
-
-    def __init__(self, reg=0.1):
-        self.reg = reg
-
-    def fit(self, X, y, sample_weight=None):
-        X, y = np.asarray(X, float), np.asarray(y)
-        w = np.ones(len(X)) if sample_weight is None else np.asarray(sample_weight, float)
-        centered = X.copy()
-        for label in np.unique(y):
-            members = y == label
-            centered[members] -= np.average(X[members], axis=0, weights=w[members])
-        covariance = (w[:, None] * centered).T @ centered / w.sum()
-        self.metric_ = np.linalg.inv(covariance + self.reg * np.eye(X.shape[1]))
-        return self
 
 
 def two_regime_data(n_samples, seed):

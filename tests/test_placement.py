@@ -6,31 +6,10 @@ import numpy as np
 import pytest
 from joblib import parallel_config
 from scipy.special import softmax
-from sklearn.base import BaseEstimator
 
-from riemlocal.fields import ConstantField, NearestLocalField, RBFLocalField, SmoothLocalField
-from riemlocal.fields._lazy import LazyField
+from helpers import CovarianceLearner
+from riemlocal.fields import ConstantField, LazyField, NearestLocalField, RBFLocalField, SmoothLocalField
 from riemlocal.placement import WEIGHT_FLOOR, LocalMetrics, condition_metric, fit_local_metric
-
-
-class CovarianceLearner(BaseEstimator):
-    """Tiny learner: inverse of the weighted within-class covariance plus ``reg * I``."""
-
-    def __init__(self, reg=0.1):
-        self.reg = reg
-
-    def fit(self, X, y, sample_weight=None):
-        X, y = np.asarray(X, float), np.asarray(y)
-        w = np.ones(len(X)) if sample_weight is None else np.asarray(sample_weight, float)
-        centered = X.copy()
-        for label in np.unique(y):
-            members = y == label
-            centered[members] -= np.average(X[members], axis=0, weights=w[members])
-        covariance = (w[:, None] * centered).T @ centered / w.sum()
-        self.metric_ = np.linalg.inv(covariance + self.reg * np.eye(X.shape[1]))
-        self.components_ = np.linalg.cholesky(self.metric_).T
-        return self
-
 
 CALLS = {}
 

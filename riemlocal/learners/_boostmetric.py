@@ -87,12 +87,12 @@ class BoostMetric(MetricLearner):
         :math:`L` with ``metric_ == L.T @ L``.
     weights_ : ndarray of shape (``n_iter_``,)
         Weights :math:`w_j` of the weak learners.
-    bases_ : ndarray of shape (n_iter_, n_features)
+    bases_ : ndarray of shape (``n_iter_``, n_features)
         Unit vectors :math:`\xi_j` of the weak learners :math:`Z_j = \xi_j \xi_j^T`.
-    objective_ : ndarray of shape (n_iter_ + 1,)
+    objective_ : ndarray of shape (``n_iter_ + 1``,)
         Primal objective before the first and after every weak learner
         (non-increasing).
-    lambda_max_ : ndarray of shape (n_iter_ + 1,)
+    lambda_max_ : ndarray of shape (``n_iter_ + 1``,)
         :math:`\lambda_{max}(\hat A)` before every weak learner and at the end.
     n_iter_ : int
         Number of weak learners added.

@@ -1,0 +1,23 @@
+"""Test doubles shared by the placement and classifier tests."""
+
+import numpy as np
+from sklearn.base import BaseEstimator
+
+
+class CovarianceLearner(BaseEstimator):
+    """Tiny learner: inverse of the weighted within-class covariance plus ``reg * I``."""
+
+    def __init__(self, reg=0.1):
+        self.reg = reg
+
+    def fit(self, X, y, sample_weight=None):
+        X, y = np.asarray(X, float), np.asarray(y)
+        w = np.ones(len(X)) if sample_weight is None else np.asarray(sample_weight, float)
+        centered = X.copy()
+        for label in np.unique(y):
+            members = y == label
+            centered[members] -= np.average(X[members], axis=0, weights=w[members])
+        covariance = (w[:, None] * centered).T @ centered / w.sum()
+        self.metric_ = np.linalg.inv(covariance + self.reg * np.eye(X.shape[1]))
+        self.components_ = np.linalg.cholesky(self.metric_).T
+        return self
