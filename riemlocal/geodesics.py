@@ -86,29 +86,54 @@ class BoundaryValueResult:
     converged: bool
 
 
-def _dst_laplacian_scales(n_segments):
-    """:math:`\\Lambda^{-1/2}` of the (n_segments - 1)-node Dirichlet Laplacian tridiag(-1, 2, -1)."""
+def laplacian_inverse_sqrt(n_segments):
+    """:math:`\\Lambda^{-1/2}` of the (n_segments - 1)-node Dirichlet Laplacian tridiag(-1, 2, -1).
+
+    Its eigenvectors are the orthonormal DST-I basis, so
+    ``dst(scales * dst(z, type=1, norm="ortho"), type=1, norm="ortho")``
+    applies :math:`\\Delta^{-1/2}`: the preconditioner of discrete curve energies.
+    """
     k = np.arange(1, n_segments)
     return 1.0 / np.sqrt(2.0 - 2.0 * np.cos(np.pi * k / n_segments))
+
+
+_UNRESOLVED = 1e-8  # pairs this close (relative to their coordinates) are straight to round-off
 
 
 def _minimize_energy(field, curves, factors, tol, max_iter):
     """Minimize the energy over the interior nodes of ``curves`` (modified in place).
 
-    The variables are :math:`z` with :math:`c = c_{init} + T z`,
-    :math:`T = (2N)^{-1/2}\\, S \\Lambda^{-1/2} S \\otimes L^{-T}` where
-    :math:`S` is the orthonormal DST-I and :math:`\\bar M = L L^T`, so the
-    Hessian in :math:`z` is the identity for a constant metric.
+    Pair :math:`b` minimizes :math:`E_b / E^0_b` (its energy relative to the
+    starting curve's) in variables :math:`z_b` with
+    :math:`c_b = c^0_b + \\sqrt{E^0_b}\\, T_b z_b`,
+    :math:`T_b = (2N)^{-1/2}\\, S \\Lambda^{-1/2} S \\otimes L_b^{-T}`, where
+    :math:`S` is the orthonormal DST-I and :math:`\\bar M_b = L_b L_b^T`: the
+    Hessian in :math:`z` is the identity for a constant metric, whatever the
+    length of each pair, so a batch converges like a single pair. Pairs closer
+    than round-off allows to resolve (``_UNRESOLVED``, relative to their
+    coordinates) keep the straight line, which is then exact to that level.
     """
+    span = np.abs(curves[:, -1] - curves[:, 0]).max(axis=-1)
+    scale = 1.0 + np.abs(curves[:, [0, -1]]).max(axis=(1, 2))
+    active = span > _UNRESOLVED * scale
+    if not np.all(active):
+        if not np.any(active):
+            return 0, 0.0, True
+        subset = curves[active]
+        result = _minimize_energy(field, subset, factors[active], tol, max_iter)
+        curves[active] = subset
+        return result
     batch, n_nodes, dim = curves.shape
     n_segments = n_nodes - 1
-    scales = _dst_laplacian_scales(n_segments)[None, :, None] / np.sqrt(2.0 * n_segments)
+    scales = laplacian_inverse_sqrt(n_segments)[None, :, None] / np.sqrt(2.0 * n_segments)
     inverse_factors = np.linalg.inv(factors)  # L^{-1}, (batch, dim, dim)
     start = curves.copy()
-    normalizer = max(curve_energy(field, start)[0].sum(), np.finfo(float).tiny)
+    start_energy = curve_energy(field, start)[0]
+    normalizer = np.where(start_energy > 0, start_energy, 1.0)
+    lengths = np.sqrt(normalizer)[:, None, None]
 
     def to_curves(z):
-        z = z.reshape(batch, n_segments - 1, dim)
+        z = lengths * z.reshape(batch, n_segments - 1, dim)
         shifted = dst(scales * dst(z, type=1, axis=1, norm="ortho"), type=1, axis=1, norm="ortho")
         full = start.copy()
         full[:, 1:-1, :] += np.einsum("bji,bnj->bni", inverse_factors, shifted)  # L^{-T} applied to rows
@@ -118,7 +143,7 @@ def _minimize_energy(field, curves, factors, tol, max_iter):
         energy, gradient = curve_energy(field, to_curves(z))
         inner = np.einsum("bij,bnj->bni", inverse_factors, gradient[:, 1:-1, :])  # L^{-1} g
         grad_z = dst(scales * dst(inner, type=1, axis=1, norm="ortho"), type=1, axis=1, norm="ortho")
-        return energy.sum() / normalizer, grad_z.ravel() / normalizer
+        return np.sum(energy / normalizer), (grad_z / lengths).ravel()
 
     result = minimize(
         objective,
@@ -156,7 +181,7 @@ def _length_and_velocity(field, curves):
     return np.sqrt(np.maximum(energy, 0.0)), velocity
 
 
-def solve_boundary_value(field, point, base_point, n_nodes=16, tol=1e-7, max_iter=2000, initial_curves=None):
+def solve_boundary_value(field, point, base_point, n_nodes=16, tol=1e-7, max_iter=2000):
     """Geodesics from ``base_point`` to ``point`` by discrete energy minimization.
 
     Parameters
@@ -170,20 +195,13 @@ def solve_boundary_value(field, point, base_point, n_nodes=16, tol=1e-7, max_ite
         Tolerance on the preconditioned, energy-normalized gradient.
     max_iter : int, default=2000
         L-BFGS iterations per resolution.
-    initial_curves : ndarray of shape (batch, n_nodes + 1, dim), optional
-        Warm start (default: straight lines).
 
     Returns
     -------
     BoundaryValueResult
     """
-    batch, dim = base_point.shape
-    if initial_curves is None:
-        t = np.linspace(0.0, 1.0, n_nodes + 1)[None, :, None]
-        curves = base_point[:, None, :] + t * (point - base_point)[:, None, :]
-    else:
-        curves = np.array(initial_curves, dtype=float)
-        curves[:, 0], curves[:, -1] = base_point, point
+    t = np.linspace(0.0, 1.0, n_nodes + 1)[None, :, None]
+    curves = base_point[:, None, :] + t * (point - base_point)[:, None, :]
     factors = np.linalg.cholesky(field.metric_matrix(0.5 * (point + base_point)))
     n_iter, grad_norm, converged = _minimize_energy(field, curves, factors, tol, max_iter)
     coarse_length, coarse_velocity = _length_and_velocity(field, curves)
@@ -225,20 +243,18 @@ def integrate_geodesic(field, tangent_vec, base_point, t_eval=(1.0,), rtol=1e-9,
     ndarray of shape (batch, len(t_eval), dim)
     """
     batch, dim = base_point.shape
-    t_eval = np.asarray(t_eval, dtype=float)
-    order = np.argsort(t_eval)
-    t_end = float(t_eval.max(initial=0.0))
+    times, position = np.unique(np.asarray(t_eval, dtype=float), return_inverse=True)
+    t_end = float(times.max(initial=0.0))
     if t_end <= 0.0:
-        return np.broadcast_to(base_point[:, None, :], (batch, len(t_eval), dim)).copy()
+        return np.broadcast_to(base_point[:, None, :], (batch, len(position), dim)).copy()
 
     def rhs(_, state):
         position, velocity = state.reshape(2, batch, dim)
         return np.concatenate([velocity.ravel(), field.geodesic_acceleration(velocity, position).ravel()])
 
     state0 = np.concatenate([base_point.ravel(), tangent_vec.ravel()])
-    solution = solve_ivp(rhs, (0.0, t_end), state0, method="DOP853", t_eval=t_eval[order], rtol=rtol, atol=atol, max_step=max_step)
+    solution = solve_ivp(rhs, (0.0, t_end), state0, method="DOP853", t_eval=times, rtol=rtol, atol=atol, max_step=max_step)
     if solution.status != 0:
         raise RuntimeError(f"geodesic integration failed: {solution.message}")
-    positions = np.empty((batch, len(t_eval), dim))
-    positions[:, order] = np.moveaxis(solution.y[: batch * dim].reshape(batch, dim, len(t_eval)), -1, 1)
-    return positions
+    positions = np.moveaxis(solution.y[: batch * dim].reshape(batch, dim, len(times)), -1, 1)
+    return positions[:, position]

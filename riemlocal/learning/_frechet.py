@@ -16,7 +16,7 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils.validation import validate_data
 from tqdm.auto import tqdm
 
-from ..geodesics import _dst_laplacian_scales, curve_energy
+from ..geodesics import laplacian_inverse_sqrt, curve_energy
 from ..learners._base import check_weights
 from ..utils.validation import check_option, check_points, check_positive
 from . import _tangent
@@ -53,7 +53,7 @@ def _joint_level(field, curves, weights, factor, tol, max_iter, callback):
     n_curves, n_nodes, dim = curves.shape
     n_segments = n_nodes - 1
     taper = (1.0 - np.arange(n_nodes) / n_segments)[None, :, None]
-    scales = _dst_laplacian_scales(n_segments)[None, :, None] / np.sqrt(2.0 * n_segments * weights[:, None, None])
+    scales = laplacian_inverse_sqrt(n_segments)[None, :, None] / np.sqrt(2.0 * n_segments * weights[:, None, None])
     inverse_factor = np.linalg.inv(factor)  # L^{-1}
     start = curves.copy()
     n_mean = dim
