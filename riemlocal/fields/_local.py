@@ -15,7 +15,7 @@ center's own metric: the anisotropic Voronoi diagram of Ramanan & Baker eq.
 """
 
 import numpy as np
-from scipy.special import logsumexp, softmax
+from scipy.special import logsumexp
 
 from ..utils.validation import check_points, check_positive, check_spd
 from ._base import MetricField
@@ -48,6 +48,7 @@ class _LocalField(MetricField):
         self.metrics = metrics
         self.proximity = proximity
         self._stacked = metrics.reshape(n_centers * dim, dim)  # rows: M_1, ..., M_R
+        self._flat_metrics = metrics.reshape(n_centers, dim * dim)
         self._center_products = np.einsum("rij,rj->ri", metrics, centers)  # M_r x_r
 
     @property
@@ -59,13 +60,17 @@ class _LocalField(MetricField):
         size = max(1, _CHUNK_ELEMENTS // max(1, self.n_centers * self.dim))
         return [slice(start, start + size) for start in range(0, n_points, size)]
 
+    def _local_products(self, v):
+        """:math:`M_r v` for every center, shape ``(n, R, dim)``."""
+        return (v @ self._stacked.T).reshape(len(v), self.n_centers, self.dim)
+
     def _scores(self, x):
         """Squared proximities :math:`s_r(x)` and their halved gradients :math:`P_r(x - x_r)`.
 
         ``x`` has shape ``(n, dim)``; returns ``(n, R)`` and ``(n, R, dim)``.
         """
         if self.proximity is None:
-            half_grad = (x @ self._stacked.T).reshape(len(x), self.n_centers, self.dim) - self._center_products
+            half_grad = self._local_products(x) - self._center_products
         else:
             half_grad = (x[:, None, :] - self.centers) @ self.proximity
         scores = np.einsum("nrd,nrd->nr", half_grad, x[:, None, :] - self.centers)
@@ -148,7 +153,9 @@ class RBFLocalField(_LocalField):
 
     def _weights_and_gradients(self, x):
         scores, half_grad = self._scores(x)
-        weights = softmax(-scores / self.sigma, axis=1)
+        logits = scores.min(axis=1, keepdims=True) - scores
+        weights = np.exp(logits / self.sigma)  # softmax, shifted so the largest term is 1
+        weights /= weights.sum(axis=1, keepdims=True)
         return weights, (-2.0 / self.sigma) * half_grad  # g_r = grad log w~_r
 
     def log_normalizer(self, base_point):
@@ -162,6 +169,9 @@ class RBFLocalField(_LocalField):
             check_points(v, self.dim, "tangent_vec") for v in vectors
         ]
         shape = np.broadcast_shapes(*(a.shape for a in arrays))
+        if len(shape) == 2 and shape[0] * self.n_centers * self.dim <= _CHUNK_ELEMENTS:
+            if all(a.shape == shape for a in arrays):  # the common case: skip the chunk bookkeeping
+                return fn(*arrays)
         flat = [np.broadcast_to(a, shape).reshape(-1, self.dim) for a in arrays]
         outputs = None
         for chunk in self._chunks(len(flat[0])):
@@ -175,7 +185,7 @@ class RBFLocalField(_LocalField):
 
     def metric_matrix(self, base_point):
         return self._map_chunks(
-            lambda x: np.einsum("nr,rij->nij", self._weights_and_gradients(x)[0], self.metrics), base_point
+            lambda x: (self._weights_and_gradients(x)[0] @ self._flat_metrics).reshape(-1, self.dim, self.dim), base_point
         )
 
     def metric_derivative(self, base_point):
@@ -186,21 +196,20 @@ class RBFLocalField(_LocalField):
 
         return self._map_chunks(derivative, base_point)
 
-    def _local_products(self, v):
-        """:math:`M_r v` for every center, shape ``(n, R, dim)``."""
-        return (v @ self._stacked.T).reshape(len(v), self.n_centers, self.dim)
+    def _blend(self, x, v):
+        """Weights :math:`w_r(x)`, gradients :math:`g_r(x)` and :math:`M_r v`."""
+        return (*self._weights_and_gradients(x), self._local_products(v))
 
     def metric_vector_product(self, tangent_vec, base_point):
         def product(x, v):
-            weights, _ = self._weights_and_gradients(x)
-            return np.einsum("nr,nri->ni", weights, self._local_products(v))
+            weights, _, local = self._blend(x, v)
+            return np.einsum("nr,nri->ni", weights, local)
 
         return self._map_chunks(product, base_point, tangent_vec)
 
     def energy_terms(self, tangent_vec, base_point):
         def terms(x, v):
-            weights, grads = self._weights_and_gradients(x)
-            local = self._local_products(v)
+            weights, grads, local = self._blend(x, v)
             quad = np.einsum("nri,ni->nr", local, v)  # v^T M_r v
             quad -= np.einsum("nr,nr->n", weights, quad)[:, None]
             return np.einsum("nr,nri->ni", weights, local), np.einsum("nr,nrk->nk", weights * quad, grads)
@@ -209,26 +218,24 @@ class RBFLocalField(_LocalField):
 
     def derivative_vector_product(self, tangent_vec, base_point):
         def product(x, v):
-            weights, grads = self._weights_and_gradients(x)
+            weights, grads, local = self._blend(x, v)
             slopes = grads @ v[:, :, None]  # (n, R, 1): g_r . v
             slopes = slopes[..., 0] - np.einsum("nr,nr->n", weights, slopes[..., 0])[:, None]
-            return np.einsum("nr,nri->ni", weights * slopes, self._local_products(v))
+            return np.einsum("nr,nri->ni", weights * slopes, local)
 
         return self._map_chunks(product, base_point, tangent_vec)
 
     def geodesic_acceleration(self, tangent_vec, base_point):
         # the fused form of MetricField.geodesic_acceleration: weights and M_r v computed once
         def acceleration(x, v):
-            weights, grads = self._weights_and_gradients(x)
-            local = self._local_products(v)
+            weights, grads, local = self._blend(x, v)
             quad = np.einsum("nri,ni->nr", local, v)
             quad -= np.einsum("nr,nr->n", weights, quad)[:, None]
             slopes = (grads @ v[:, :, None])[..., 0]
             slopes -= np.einsum("nr,nr->n", weights, slopes)[:, None]
-            rhs = 0.5 * np.einsum("nr,nrk->nk", weights * quad, grads)
-            rhs -= np.einsum("nr,nri->ni", weights * slopes, local)
-            metric = np.einsum("nr,rij->nij", weights, self.metrics)
-            return np.linalg.solve(metric, rhs[..., None])[..., 0]
+            rhs = 0.5 * ((weights * quad)[:, None, :] @ grads) - (weights * slopes)[:, None, :] @ local
+            metric = (weights @ self._flat_metrics).reshape(-1, self.dim, self.dim)
+            return np.linalg.solve(metric, np.swapaxes(rhs, 1, 2))[..., 0]
 
         return self._map_chunks(acceleration, base_point, tangent_vec)
 
