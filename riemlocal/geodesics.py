@@ -211,8 +211,9 @@ def solve_boundary_value(field, point, base_point, n_nodes=16, tol=1e-7, max_ite
     converged = converged and fine_converged
     if not converged:
         warnings.warn(
-            f"geodesic energy minimization did not converge in {max_iter} iterations: "
-            f"preconditioned gradient norm {max(grad_norm, fine_norm):.3g} > tol={tol:.3g}",
+            f"geodesic energy minimization did not converge (L-BFGS stopped after {n_iter} + {fine_iter} "
+            f"iterations, max_iter={max_iter} each): preconditioned gradient norm "
+            f"{max(grad_norm, fine_norm):.3g} > tol={tol:.3g}; below ~1e-8 round-off limits the line search",
             ConvergenceWarning,
             stacklevel=3,
         )
