@@ -48,8 +48,7 @@ def curve_energy(field, curves):
     """
     n_segments = curves.shape[-2] - 1
     steps = np.diff(curves, axis=-2)
-    midpoints = 0.5 * (curves[..., 1:, :] + curves[..., :-1, :])
-    metric_steps, quadratic_gradients = field.energy_terms(steps, midpoints)
+    metric_steps, quadratic_gradients = field.segment_energy_terms(curves)
     energy = n_segments * np.einsum("...nd,...nd->...", steps, metric_steps)
     gradient = np.zeros_like(curves)
     gradient[..., 1:, :] += 2.0 * n_segments * metric_steps

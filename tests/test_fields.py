@@ -68,6 +68,18 @@ def test_fused_products_match_derivative_contractions(smooth_field):
     np.testing.assert_allclose(generic.geodesic_acceleration(v, x), expected, rtol=1e-5, atol=1e-7)
 
 
+@pytest.mark.parametrize("proximity", [None, np.diag([1.0, 2.0, 0.5])])
+def test_segment_terms_reuse_node_products(smooth_field, proximity):
+    field = RBFLocalField(smooth_field.centers, smooth_field.metrics, sigma=1.3, proximity=proximity)
+    curves = np.random.default_rng(8).normal(size=(2, 3, 6, 3))
+    steps, midpoints = np.diff(curves, axis=-2), 0.5 * (curves[..., 1:, :] + curves[..., :-1, :])
+    for fast, slow in zip(field.segment_energy_terms(curves), field.energy_terms(steps, midpoints)):
+        assert fast.shape == (2, 3, 5, 3)
+        np.testing.assert_allclose(fast, slow, atol=1e-12)
+    generic = MetricField.segment_energy_terms(field, curves)
+    np.testing.assert_allclose(field.segment_energy_terms(curves)[1], generic[1], atol=1e-12)
+
+
 def test_batching_over_leading_axes(smooth_field):
     x = np.random.default_rng(3).normal(size=(2, 4, 3))
     batched = smooth_field.metric_matrix(x)

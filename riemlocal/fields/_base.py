@@ -96,6 +96,17 @@ class MetricField:
         grad = np.einsum("...ijk,...i,...j->...k", dmetric, tangent_vec, tangent_vec)
         return self.metric_vector_product(tangent_vec, base_point), grad
 
+    def segment_energy_terms(self, curves):
+        r""":meth:`energy_terms` of the segments of piecewise-linear curves.
+
+        For nodes ``curves`` of shape ``(..., N + 1, dim)``, returns
+        :math:`M(m_i) d_i` and :math:`\nabla_x (d_i^T M(x) d_i)|_{m_i}`, each of
+        shape ``(..., N, dim)``, with :math:`d_i = c_{i+1} - c_i` and
+        :math:`m_i = (c_i + c_{i+1})/2`.
+        """
+        curves = np.asarray(curves, dtype=float)
+        return self.energy_terms(np.diff(curves, axis=-2), 0.5 * (curves[..., 1:, :] + curves[..., :-1, :]))
+
     def derivative_vector_product(self, tangent_vec, base_point):
         r""":math:`(\sum_k v_k \partial_k M(x))\, v`, shape ``(..., dim)``."""
         dmetric = self.metric_derivative(base_point)

@@ -64,13 +64,15 @@ class _LocalField(MetricField):
         """:math:`M_r v` for every center, shape ``(n, R, dim)``."""
         return (v @ self._stacked.T).reshape(len(v), self.n_centers, self.dim)
 
-    def _scores(self, x):
+    def _scores(self, x, metric_x=None):
         """Squared proximities :math:`s_r(x)` and their halved gradients :math:`P_r(x - x_r)`.
 
         ``x`` has shape ``(n, dim)``; returns ``(n, R)`` and ``(n, R, dim)``.
+        ``metric_x`` is :math:`M_r x` when already known.
         """
         if self.proximity is None:
-            half_grad = self._local_products(x) - self._center_products
+            metric_x = self._local_products(x) if metric_x is None else metric_x
+            half_grad = metric_x - self._center_products
         else:
             half_grad = (x[:, None, :] - self.centers) @ self.proximity
         scores = np.einsum("nrd,nrd->nr", half_grad, x[:, None, :] - self.centers)
@@ -151,8 +153,8 @@ class RBFLocalField(_LocalField):
         x, batch = self._flat(base_point)
         return self._weights_and_gradients(x)[0].reshape(batch + (self.n_centers,))
 
-    def _weights_and_gradients(self, x):
-        scores, half_grad = self._scores(x)
+    def _weights_and_gradients(self, x, metric_x=None):
+        scores, half_grad = self._scores(x, metric_x)
         logits = scores.min(axis=1, keepdims=True) - scores
         weights = np.exp(logits / self.sigma)  # softmax, shifted so the largest term is 1
         weights /= weights.sum(axis=1, keepdims=True)
@@ -207,14 +209,37 @@ class RBFLocalField(_LocalField):
 
         return self._map_chunks(product, base_point, tangent_vec)
 
-    def energy_terms(self, tangent_vec, base_point):
-        def terms(x, v):
-            weights, grads, local = self._blend(x, v)
-            quad = np.einsum("nri,ni->nr", local, v)  # v^T M_r v
-            quad -= np.einsum("nr,nr->n", weights, quad)[:, None]
-            return np.einsum("nr,nri->ni", weights, local), np.einsum("nr,nrk->nk", weights * quad, grads)
+    @staticmethod
+    def _energy_terms(weights, grads, local, v):
+        """:math:`M v = \\sum_r w_r M_r v` and :math:`\\nabla (v^T M v) = \\sum_r w_r (q_r - \\bar q) g_r`."""
+        quad = np.einsum("nri,ni->nr", local, v)  # q_r = v^T M_r v
+        quad -= np.einsum("nr,nr->n", weights, quad)[:, None]
+        return np.einsum("nr,nri->ni", weights, local), np.einsum("nr,nrk->nk", weights * quad, grads)
 
-        return self._map_chunks(terms, base_point, tangent_vec)
+    def energy_terms(self, tangent_vec, base_point):
+        return self._map_chunks(lambda x, v: self._energy_terms(*self._blend(x, v), v), base_point, tangent_vec)
+
+    def segment_energy_terms(self, curves):
+        # M_r is linear: M_r c_j at the nodes give M_r d_i (differences) and M_r m_i (means), one product per node
+        curves = check_points(curves, self.dim, "curves", min_ndim=2)
+        nodes = curves.reshape((-1,) + curves.shape[-2:])
+        n_nodes = nodes.shape[1]
+        size = max(1, _CHUNK_ELEMENTS // (n_nodes * self.n_centers * self.dim))
+        parts = [self._segment_terms(nodes[start : start + size]) for start in range(0, len(nodes), size)]
+        shape = curves.shape[:-2] + (n_nodes - 1, self.dim)
+        return tuple(np.concatenate(values).reshape(shape) for values in zip(*parts))
+
+    def _segment_terms(self, nodes):
+        batch, n_nodes, dim = nodes.shape
+        products = self._local_products(nodes.reshape(-1, dim)).reshape(batch, n_nodes, self.n_centers, dim)
+        local = (products[:, 1:] - products[:, :-1]).reshape(-1, self.n_centers, dim)
+        steps = np.diff(nodes, axis=1).reshape(-1, dim)
+        midpoints = (0.5 * (nodes[:, 1:] + nodes[:, :-1])).reshape(-1, dim)
+        metric_mid = None
+        if self.proximity is None:
+            metric_mid = (0.5 * (products[:, 1:] + products[:, :-1])).reshape(-1, self.n_centers, dim)
+        weights, grads = self._weights_and_gradients(midpoints, metric_mid)
+        return self._energy_terms(weights, grads, local, steps)
 
     def derivative_vector_product(self, tangent_vec, base_point):
         def product(x, v):
