@@ -99,17 +99,19 @@ class LearnedMetric(RiemannianMetric):
         return 0.5 * np.einsum("...kl,...lij->...kij", np.linalg.inv(self.field.metric_matrix(x)), lowered)
 
     # -- batching ----------------------------------------------------------------
-    def _map_pairs(self, solve, first, second, names):
+    def _map_pairs(self, solve, first, second, names, description):
         """Broadcast two point arrays, solve in chunks (joblib), restore the batch shape."""
         a, b = self._points(first, names[0]), self._points(second, names[1])
         shape = np.broadcast_shapes(a.shape, b.shape)
         a = np.broadcast_to(a, shape).reshape(-1, self.field.dim)
         b = np.broadcast_to(b, shape).reshape(-1, self.field.dim)
+        if len(a) == 0:
+            raise ValueError(f"{names[0]} and {names[1]} must hold at least one point, got shape {shape}")
         chunks = [slice(i, i + self.chunk_size) for i in range(0, len(a), self.chunk_size)]
         n_jobs = effective_n_jobs(self.n_jobs)
         tasks = (delayed(_limited)(solve, a[c], b[c], n_jobs > 1) for c in chunks)
         if self.verbose:
-            tasks = tqdm(tasks, total=len(chunks), desc=solve.__name__)
+            tasks = tqdm(tasks, total=len(chunks), desc=description, unit="chunk")
         if n_jobs == 1:
             parts = [fn(*args, **kwargs) for fn, args, kwargs in tasks]
         else:
@@ -128,15 +130,15 @@ class LearnedMetric(RiemannianMetric):
         def exp(v, x):
             return (integrate_geodesic(self.field, v, x, (1.0,), self.rtol, self.rtol * 1e-2)[:, 0],)
 
-        return self._map_pairs(exp, tangent_vec, base_point, ("tangent_vec", "base_point"))[0]
+        return self._map_pairs(exp, tangent_vec, base_point, ("tangent_vec", "base_point"), "Exp (initial-value problems)")[0]
 
     def log(self, point, base_point):
         r""":math:`\mathrm{Log}_x(y) = c'(0)` of the constant-speed geodesic from :math:`x` to :math:`y` on [0, 1]."""
-        return self._map_pairs(self._boundary_value, point, base_point, ("point", "base_point"))[0]
+        return self._map_pairs(self._boundary_value, point, base_point, ("point", "base_point"), "Log (geodesic boundary-value problems)")[0]
 
     def dist(self, point_a, point_b):
         """Geodesic distance (length of the shortest curve), shape ``(...)``."""
-        return self._map_pairs(self._boundary_value, point_b, point_a, ("point_b", "point_a"))[1]
+        return self._map_pairs(self._boundary_value, point_b, point_a, ("point_b", "point_a"), "geodesic distances")[1]
 
     def squared_dist(self, point_a, point_b):
         """Squared geodesic distance."""

@@ -321,5 +321,7 @@ def test_bad_input(two_metric_space):
         LearnedMetricManifold(two_metric_space.field, n_nodes=1)
     with pytest.raises(ValueError, match="tol"):
         LearnedMetricManifold(two_metric_space.field, tol=0)
+    with pytest.raises(ValueError, match="at least one point"):
+        two_metric_space.metric.log(np.zeros((0, 2)), np.zeros(2))
     with pytest.raises(ValueError, match="exactly one"):
         two_metric_space.metric.geodesic(np.zeros(2))
