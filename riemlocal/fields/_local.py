@@ -17,7 +17,7 @@ center's own metric: the anisotropic Voronoi diagram of Ramanan & Baker eq.
 import numpy as np
 from scipy.special import logsumexp
 
-from ..utils.validation import check_points, check_positive, check_spd
+from ..utils.validation import check_points, check_positive, check_spd, solve_spd
 from ._base import MetricField
 
 __all__ = ["NearestLocalField", "RBFLocalField", "SmoothLocalField"]
@@ -260,7 +260,7 @@ class RBFLocalField(_LocalField):
             slopes -= np.einsum("nr,nr->n", weights, slopes)[:, None]
             rhs = 0.5 * ((weights * quad)[:, None, :] @ grads) - (weights * slopes)[:, None, :] @ local
             metric = (weights @ self._flat_metrics).reshape(-1, self.dim, self.dim)
-            return np.linalg.solve(metric, np.swapaxes(rhs, 1, 2))[..., 0]
+            return solve_spd(metric, rhs[:, 0, :])
 
         return self._map_chunks(acceleration, base_point, tangent_vec)
 

