@@ -241,26 +241,23 @@ class RBFLocalField(_LocalField):
         weights, grads = self._weights_and_gradients(midpoints, metric_mid)
         return self._energy_terms(weights, grads, local, steps)
 
-    def derivative_vector_product(self, tangent_vec, base_point):
-        def product(x, v):
-            weights, grads, local = self._blend(x, v)
-            slopes = grads @ v[:, :, None]  # (n, R, 1): g_r . v
-            slopes = slopes[..., 0] - np.einsum("nr,nr->n", weights, slopes[..., 0])[:, None]
-            return np.einsum("nr,nri->ni", weights * slopes, local)
+    @staticmethod
+    def _derivative_product(weights, grads, local, v):
+        """:math:`(\\partial_v M) v = \\sum_r w_r ((g_r - \\bar g) \\cdot v) M_r v`."""
+        slopes = (grads @ v[:, :, None])[..., 0]  # g_r . v
+        slopes -= np.einsum("nr,nr->n", weights, slopes)[:, None]
+        return np.einsum("nr,nri->ni", weights * slopes, local)
 
-        return self._map_chunks(product, base_point, tangent_vec)
+    def derivative_vector_product(self, tangent_vec, base_point):
+        return self._map_chunks(lambda x, v: self._derivative_product(*self._blend(x, v), v), base_point, tangent_vec)
 
     def geodesic_acceleration(self, tangent_vec, base_point):
         # the fused form of MetricField.geodesic_acceleration: weights and M_r v computed once
         def acceleration(x, v):
-            weights, grads, local = self._blend(x, v)
-            quad = np.einsum("nri,ni->nr", local, v)
-            quad -= np.einsum("nr,nr->n", weights, quad)[:, None]
-            slopes = (grads @ v[:, :, None])[..., 0]
-            slopes -= np.einsum("nr,nr->n", weights, slopes)[:, None]
-            rhs = 0.5 * ((weights * quad)[:, None, :] @ grads) - (weights * slopes)[:, None, :] @ local
-            metric = (weights @ self._flat_metrics).reshape(-1, self.dim, self.dim)
-            return solve_spd(metric, rhs[:, 0, :])
+            blend = self._blend(x, v)
+            rhs = 0.5 * self._energy_terms(*blend, v)[1] - self._derivative_product(*blend, v)
+            metric = (blend[0] @ self._flat_metrics).reshape(-1, self.dim, self.dim)
+            return solve_spd(metric, rhs)
 
         return self._map_chunks(acceleration, base_point, tangent_vec)
 
