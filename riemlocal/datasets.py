@@ -13,7 +13,7 @@ import math
 import numpy as np
 from sklearn.utils import Bunch
 
-from .utils.validation import check_random_state
+from .utils.validation import check_int, check_random_state
 
 __all__ = ["make_body_shapes", "load_body_shapes_csv", "LATENT_NAMES", "MEASUREMENTS"]
 
@@ -102,9 +102,8 @@ def make_body_shapes(n_samples=986, n_components=35, random_state=None):
     >>> bodies.data.shape, bodies.target.shape
     ((986, 35), (986, 5))
     """
-    for name, value, low in (("n_samples", n_samples, 2), ("n_components", n_components, 1)):
-        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
-            raise ValueError(f"{name} must be an integer >= {low}, got {value!r}")
+    check_int(n_samples, "n_samples", minimum=2)
+    check_int(n_components, "n_components")
     rng = check_random_state(random_state)
     hidden_weights, hidden_bias, linear, nonlinear, scales = _shape_map(n_components)
     latent = rng.standard_normal((n_samples, len(LATENT_NAMES))) @ np.linalg.cholesky(_LATENT_CORRELATION).T

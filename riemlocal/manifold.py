@@ -19,7 +19,7 @@ from tqdm.auto import tqdm
 
 from .fields import MetricField
 from .geodesics import integrate_geodesic, solve_boundary_value
-from .utils.validation import check_points, check_positive
+from .utils.validation import check_int, check_points, check_positive
 
 __all__ = ["LearnedMetricManifold", "LearnedMetric"]
 
@@ -61,15 +61,12 @@ class LearnedMetric(RiemannianMetric):
                 f"field must be smooth to define a Riemannian manifold; {type(field).__name__} is piecewise "
                 "constant (use SmoothLocalField / RBFLocalField, or the 'line' distance rule)"
             )
-        for name, value in [("n_nodes", n_nodes), ("max_iter", max_iter), ("chunk_size", chunk_size)]:
-            if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < (2 if name == "n_nodes" else 1):
-                raise ValueError(f"{name} must be a positive integer{' >= 2' if name == 'n_nodes' else ''}, got {value!r}")
         self.field = field
-        self.n_nodes = int(n_nodes)
+        self.n_nodes = check_int(n_nodes, "n_nodes", minimum=2)
         self.tol = check_positive(tol, "tol")
-        self.max_iter = int(max_iter)
+        self.max_iter = check_int(max_iter, "max_iter")
         self.rtol = check_positive(rtol, "rtol")
-        self.chunk_size = int(chunk_size)
+        self.chunk_size = check_int(chunk_size, "chunk_size")
         self.n_jobs = n_jobs
         self.verbose = verbose
 

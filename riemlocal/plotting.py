@@ -14,6 +14,8 @@ Every function takes an optional ``ax`` and returns it.
 
 import numpy as np
 
+from .utils.validation import check_int
+
 __all__ = ["plot_metric_ellipses", "plot_volume", "plot_curves", "plot_coordinates"]
 
 
@@ -38,8 +40,7 @@ def _check_bounds(bounds):
 
 
 def _grid(bounds, n_grid):
-    if isinstance(n_grid, bool) or not isinstance(n_grid, (int, np.integer)) or n_grid < 1:
-        raise ValueError(f"n_grid must be a positive integer, got {n_grid!r}")
+    check_int(n_grid, "n_grid")
     xs = np.linspace(bounds[0], bounds[1], n_grid)
     ys = np.linspace(bounds[2], bounds[3], n_grid)
     return np.stack(np.meshgrid(xs, ys), axis=-1)

@@ -34,9 +34,9 @@ def test_make_body_shapes_statistics_are_realistic():
     assert (residual**2).sum() > 1.1 * noise_energy
 
 
-@pytest.mark.parametrize("n_samples", [1, 2.5, True])
-def test_make_body_shapes_bad_arguments(n_samples):
-    with pytest.raises(ValueError, match="n_samples"):
+@pytest.mark.parametrize("n_samples, error", [(1, ValueError), (2.5, TypeError), (True, TypeError)])
+def test_make_body_shapes_bad_arguments(n_samples, error):
+    with pytest.raises(error, match="n_samples"):
         make_body_shapes(n_samples=n_samples)
 
 

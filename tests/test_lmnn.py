@@ -223,9 +223,9 @@ def test_convergence_warning_when_max_iter_is_hit():
 @pytest.mark.parametrize(
     ("params", "error", "message"),
     [
-        ({"n_neighbors": 0}, ValueError, "n_neighbors must be >= 1, got 0"),
+        ({"n_neighbors": 0}, ValueError, "n_neighbors must be an int >= 1, got 0"),
         ({"n_neighbors": 2.5}, TypeError, "n_neighbors must be an int, got 2.5"),
-        ({"max_iter": 0}, ValueError, "max_iter must be >= 1, got 0"),
+        ({"max_iter": 0}, ValueError, "max_iter must be an int >= 1, got 0"),
         ({"tol": -1.0}, ValueError, "tol must be >= 0, got -1.0"),
         ({"push_weight": 1.5}, ValueError, "push_weight must be in [0, 1], got 1.5"),
         ({"init": "lda"}, ValueError, "init must be one of ['identity', 'pca', 'random'], got 'lda'"),

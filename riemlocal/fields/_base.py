@@ -2,7 +2,7 @@
 
 import numpy as np
 
-from ..utils.validation import check_points, check_spd
+from ..utils.validation import check_int, check_points, check_spd
 
 __all__ = ["MetricField", "ConstantField"]
 
@@ -36,9 +36,7 @@ class MetricField:
     finite_difference_step = 1e-5
 
     def __init__(self, dim):
-        if isinstance(dim, bool) or not isinstance(dim, (int, np.integer)) or dim < 1:
-            raise ValueError(f"dim must be a positive integer, got {dim!r}")
-        self.dim = int(dim)
+        self.dim = check_int(dim, "dim")
 
     def metric_matrix(self, base_point):
         """Metric :math:`M(x)`, shape ``(..., dim, dim)``."""

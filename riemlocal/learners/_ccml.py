@@ -1,6 +1,5 @@
 r"""Class-conditional metric learning (CCML) and the class-conditional KNN rule (Im & Taylor)."""
 
-import numbers
 import warnings
 
 import numpy as np

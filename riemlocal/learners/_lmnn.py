@@ -12,7 +12,7 @@ from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import validate_data
 from tqdm.auto import tqdm
 
-from ..utils.validation import check_option, check_points, check_positive, check_random_state
+from ..utils.validation import check_int, check_option, check_points, check_positive, check_random_state
 from ._base import MetricLearner, check_weights, components_from_metric
 
 __all__ = ["LMNNMetric"]
@@ -303,11 +303,7 @@ class LMNNMetric(MetricLearner):
 
     def _check_params(self):
         for name in ("n_neighbors", "max_iter"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-                raise TypeError(f"{name} must be an int, got {value!r}")
-            if value < 1:
-                raise ValueError(f"{name} must be >= 1, got {value!r}")
+            check_int(getattr(self, name), name)
         check_positive(self.tol, "tol", strict=False)
         mu = check_positive(self.push_weight, "push_weight", strict=False)
         if mu > 1:

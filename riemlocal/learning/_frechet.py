@@ -18,19 +18,13 @@ from tqdm.auto import tqdm
 
 from ..geodesics import laplacian_inverse_sqrt, curve_energy
 from ..learners._base import check_weights
-from ..utils.validation import check_option, check_points, check_positive
+from ..utils.validation import check_int, check_option, check_points, check_positive
 from . import _tangent
 
 __all__ = ["FrechetMean"]
 
 _ARMIJO = 1e-4  # sufficient-decrease constant of the Karcher line search
 _MIN_STEP = 2.0**-30
-
-
-def _check_max_iter(max_iter):
-    if isinstance(max_iter, bool) or not isinstance(max_iter, (int, np.integer)) or max_iter < 1:
-        raise ValueError(f"max_iter must be a positive integer, got {max_iter!r}")
-    return int(max_iter)
 
 
 def _joint_level(field, curves, weights, factor, tol, max_iter, callback):
@@ -197,9 +191,8 @@ class FrechetMean(BaseEstimator):
         """
         dim = _tangent.point_dim(self.space)
         method = self._resolve_method()
-        max_iter = _check_max_iter(self.max_iter)
-        if isinstance(self.n_nodes, bool) or not isinstance(self.n_nodes, (int, np.integer)) or self.n_nodes < 2:
-            raise ValueError(f"n_nodes must be an integer >= 2, got {self.n_nodes!r}")
+        max_iter = check_int(self.max_iter, "max_iter")
+        check_int(self.n_nodes, "n_nodes", minimum=2)
         tol = check_positive(self.tol, "tol")
         X = validate_data(self, X, dtype=float)
         if X.shape[1] != dim:

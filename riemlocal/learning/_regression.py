@@ -10,9 +10,9 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 from tqdm.auto import tqdm
 
 from ..learners._base import check_weights
-from ..utils.validation import check_positive
+from ..utils.validation import check_int, check_positive
 from . import _tangent
-from ._frechet import FrechetMean, _check_max_iter
+from ._frechet import FrechetMean
 from ._pga import PrincipalGeodesicAnalysis
 
 __all__ = ["GeodesicRegression", "TangentSpaceRegression"]
@@ -113,7 +113,7 @@ class GeodesicRegression(BaseEstimator):
     def fit(self, t, Y, sample_weight=None):
         """Fit covariates ``t`` of shape (n_samples,) or (n_samples, n_covariates) to points ``Y`` (n_samples, dim)."""
         dim = _tangent.point_dim(self.space)
-        max_iter = _check_max_iter(self.max_iter)
+        max_iter = check_int(self.max_iter, "max_iter")
         tol = check_positive(self.tol, "tol")
         t, Y = validate_data(self, _as_design(t), Y, dtype=float, multi_output=True, y_numeric=True, ensure_min_samples=2)
         Y = np.asarray(Y, dtype=float).reshape(len(Y), -1)
