@@ -365,11 +365,6 @@ def _packed_norms(packed, points):
     return (points[:, rows] * points[:, cols]) @ packed.T
 
 
-def _local_products(field, points):
-    """:math:`P_r p` for every center and point, shape ``(n, R, D)``."""
-    return (points @ field.metrics.reshape(-1, field.dim).T).reshape(len(points), field.n_centers, field.dim)
-
-
 def _envelope_task(context, X, Y, x_index, y_index):
     """Exact energy and length of the segments of one block of pairs (sorted by query)."""
     field = context[0]
@@ -401,7 +396,7 @@ def _parabolas(context, queries, Y, local, y_index):
     field, origin, centers, projected_centers, candidate_norms = context
     x = queries - origin
     if field.proximity is None:
-        products = _local_products(field, x)  # P_r x, (B, R, D)
+        products = field._local_products(x)  # P_r x = M_r x, (B, R, D)
         half_gradients = products - projected_centers
     else:
         half_gradients = (x @ field.proximity)[:, None, :] - projected_centers
