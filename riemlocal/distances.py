@@ -42,13 +42,11 @@ References
 import warnings
 
 import numpy as np
-from joblib import Parallel, delayed, effective_n_jobs
 from scipy.integrate import quad_vec
 from sklearn.exceptions import ConvergenceWarning
-from threadpoolctl import threadpool_limits
-from tqdm.auto import tqdm
 
 from .fields import ConstantField, MetricField, NearestLocalField
+from .utils.parallel import parallel_map
 from .utils.validation import check_option, check_points
 
 __all__ = ["RULES", "distance", "pairwise_distances"]
@@ -184,7 +182,7 @@ def _evaluate(field, X, Y, x_index, y_index, rule, squared, n_jobs, verbose):
         task = _envelope_task
     else:
         context, task = field, _quadrature_task
-    parts = _parallel(
+    parts = parallel_map(
         task,
         [(context, X, Y, x_index[block], y_index[block]) for block in _blocks(x_index, _block_pairs(field))],
         n_jobs,
@@ -233,22 +231,6 @@ def _blocks(x_index, max_pairs):
     return blocks
 
 
-def _parallel(function, tasks, n_jobs, verbose, description):
-    """``[function(*task) for task in tasks]`` through joblib, one BLAS thread per worker."""
-    limit = effective_n_jobs(n_jobs) > 1
-    results = Parallel(n_jobs=n_jobs, return_as="generator")(
-        delayed(_single_threaded)(function, task, limit) for task in tasks
-    )
-    return list(tqdm(results, total=len(tasks), desc=description, disable=not verbose))
-
-
-def _single_threaded(function, task, limit):
-    if not limit:
-        return function(*task)
-    with threadpool_limits(limits=1):
-        return function(*task)
-
-
 def _point_chunks(n_points, per_point):
     step = max(1, _CHUNK_ELEMENTS // per_point)
     return [slice(lo, lo + step) for lo in range(0, n_points, step)]
@@ -273,7 +255,7 @@ def _frozen_context(field, X, n_jobs, verbose):
     """What the test rule needs per query: the cell index for a nearest field."""
     if isinstance(field, NearestLocalField):
         tasks = [(X[chunk],) for chunk in _point_chunks(len(X), field.n_centers * field.dim)]
-        return field, np.concatenate(_parallel(field.nearest_center, tasks, n_jobs, verbose, "cells"))
+        return field, np.concatenate(parallel_map(field.nearest_center, tasks, n_jobs, verbose, "cells"))
     return field, None
 
 
@@ -353,7 +335,7 @@ def _envelope_context(field, X, Y, n_jobs, verbose):
         packed = field.metrics[:, rows, cols] * np.where(rows == cols, 1.0, 2.0)
         shifted = Y - origin
         tasks = [(packed, shifted[chunk]) for chunk in _point_chunks(len(Y), len(rows))]
-        candidate_norms = np.concatenate(_parallel(_packed_norms, tasks, n_jobs, verbose, "candidates"))
+        candidate_norms = np.concatenate(parallel_map(_packed_norms, tasks, n_jobs, verbose, "candidates"))
     else:
         projected_centers, candidate_norms = centers @ field.proximity, None
     return field, origin, centers, projected_centers, candidate_norms

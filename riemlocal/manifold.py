@@ -13,12 +13,9 @@ NIPS 2012 (Lemma 1: a smooth blend of local metrics is a Riemannian metric).
 import numpy as np
 from geomstats.geometry.euclidean import Euclidean
 from geomstats.geometry.riemannian_metric import RiemannianMetric
-from joblib import Parallel, delayed, effective_n_jobs
-from threadpoolctl import threadpool_limits
-from tqdm.auto import tqdm
-
 from .fields import MetricField
 from .geodesics import integrate_geodesic, solve_boundary_value
+from .utils.parallel import parallel_map
 from .utils.validation import check_int, check_points, check_positive
 
 __all__ = ["LearnedMetricManifold", "LearnedMetric"]
@@ -105,14 +102,7 @@ class LearnedMetric(RiemannianMetric):
         if len(a) == 0:
             raise ValueError(f"{names[0]} and {names[1]} must hold at least one point, got shape {shape}")
         chunks = [slice(i, i + self.chunk_size) for i in range(0, len(a), self.chunk_size)]
-        n_jobs = effective_n_jobs(self.n_jobs)
-        tasks = (delayed(_limited)(solve, a[c], b[c], n_jobs > 1) for c in chunks)
-        if self.verbose:
-            tasks = tqdm(tasks, total=len(chunks), desc=description, unit="chunk")
-        if n_jobs == 1:
-            parts = [fn(*args, **kwargs) for fn, args, kwargs in tasks]
-        else:
-            parts = Parallel(n_jobs=self.n_jobs)(tasks)
+        parts = parallel_map(solve, [(a[c], b[c]) for c in chunks], self.n_jobs, self.verbose, description)
         merged = [np.concatenate(outputs) for outputs in zip(*parts)]
         return [values.reshape(shape[:-1] + values.shape[1:]) for values in merged]
 
@@ -163,13 +153,6 @@ class LearnedMetric(RiemannianMetric):
             return points.reshape(shape[:-1] + (len(t), self.field.dim))
 
         return path
-
-
-def _limited(solve, first, second, single_thread):
-    if not single_thread:
-        return solve(first, second)
-    with threadpool_limits(1):
-        return solve(first, second)
 
 
 class LearnedMetricManifold(Euclidean):

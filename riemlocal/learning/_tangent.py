@@ -9,7 +9,9 @@ them to a ``dask.distributed`` cluster.
 """
 
 import numpy as np
-from joblib import Parallel, delayed, effective_n_jobs
+from joblib import effective_n_jobs
+
+from ..utils.parallel import parallel_map
 
 __all__ = ["point_dim", "log", "exp", "metric_matrix", "squared_norm"]
 
@@ -36,7 +38,7 @@ def _map(function, batched, shared, n_jobs):
     if n_chunks <= 1:
         return np.asarray(function(*batched, *shared), dtype=float)
     chunks = np.array_split(np.arange(n_samples), n_chunks)
-    parts = Parallel(n_jobs=n_jobs)(delayed(function)(*(a[c] for a in batched), *shared) for c in chunks)
+    parts = parallel_map(function, [(*(a[c] for a in batched), *shared) for c in chunks], n_jobs)
     return np.concatenate([np.asarray(p, dtype=float) for p in parts])
 
 
