@@ -24,8 +24,8 @@ import numpy as np
 from riemlocal.distances import distance
 from riemlocal.fields import NearestLocalField
 
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
-from tests.test_distances import paper_line_integral  # noqa: E402
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "tests"))
+from test_distances import paper_line_integral  # noqa: E402
 
 
 def mnist_like_problem(n_queries, dim=164, n_centers=500, n_train=1000, shortlist=20, seed=0):

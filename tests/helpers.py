@@ -1,4 +1,4 @@
-"""Test doubles shared by the placement and classifier tests."""
+"""Test data and doubles shared by several test files."""
 
 import numpy as np
 from sklearn.base import BaseEstimator
@@ -21,3 +21,9 @@ class CovarianceLearner(BaseEstimator):
         self.metric_ = np.linalg.inv(covariance + self.reg * np.eye(X.shape[1]))
         self.components_ = np.linalg.cholesky(self.metric_).T
         return self
+
+
+def random_spd(rng, n, dim, condition=10.0):
+    """``n`` random SPD ``dim x dim`` matrices with eigenvalues log-uniform in [1, condition]."""
+    q, _ = np.linalg.qr(rng.normal(size=(n, dim, dim)))
+    return np.einsum("nij,nj,nkj->nik", q, np.exp(rng.uniform(0, np.log(condition), (n, dim))), q)

@@ -6,13 +6,9 @@ import numpy as np
 import pytest
 from joblib import parallel_config
 
+from helpers import random_spd
 from riemlocal.distances import distance, pairwise_distances
 from riemlocal.fields import ConstantField, MetricField, NearestLocalField, RBFLocalField, SmoothLocalField
-
-
-def random_spd(rng, n, dim, condition=10.0):
-    q, _ = np.linalg.qr(rng.normal(size=(n, dim, dim)))
-    return np.einsum("nij,nj,nkj->nik", q, np.exp(rng.uniform(0, np.log(condition), (n, dim))), q)
 
 
 def paper_line_integral(field, x, y):

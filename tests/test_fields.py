@@ -4,15 +4,8 @@ import autograd.numpy as anp
 import numpy as np
 import pytest
 
+from helpers import random_spd
 from riemlocal.fields import ConstantField, MetricField, NearestLocalField, RBFLocalField, SmoothLocalField
-
-
-def random_spd(rng, n, dim, condition=10.0):
-    out = []
-    for _ in range(n):
-        q, _ = np.linalg.qr(rng.normal(size=(dim, dim)))
-        out.append((q * np.exp(rng.uniform(0, np.log(condition), dim))) @ q.T)
-    return np.array(out)
 
 
 @pytest.fixture
