@@ -250,7 +250,7 @@ def integrate_geodesic(field, tangent_vec, base_point, t_eval=(1.0,), rtol=1e-9,
 
     def rhs(_, state):
         position, velocity = state.reshape(2, batch, dim)
-        return np.concatenate([velocity.ravel(), field.geodesic_acceleration(velocity, position).ravel()])
+        return np.concatenate([velocity.ravel(), field._acceleration(velocity, position).ravel()])
 
     state0 = np.concatenate([base_point.ravel(), tangent_vec.ravel()])
     solution = solve_ivp(rhs, (0.0, t_end), state0, method="DOP853", t_eval=times, rtol=rtol, atol=atol, max_step=max_step)

@@ -111,7 +111,7 @@ def test_closed_form_distances(field, points, closed_form):
     v = space.metric.log(y, x)
     np.testing.assert_allclose(space.metric.norm(v, x), expected, rtol=1e-5)
     np.testing.assert_allclose(space.metric.exp(v, x), y, atol=1e-4)
-    precise = LearnedMetricManifold(field, n_nodes=64, tol=1e-10)
+    precise = LearnedMetricManifold(field, n_nodes=64, tol=1e-10, rtol=1e-10)
     np.testing.assert_allclose(precise.metric.exp(precise.metric.log(y, x), x), y, atol=1e-7)
 
 
@@ -174,7 +174,8 @@ def test_exp_has_constant_speed(random_space):
     path = random_space.metric.geodesic(x, initial_tangent_vec=v)
     velocity = (path(t + h) - path(t - h)) / (2 * h)
     speed = random_space.metric.norm(velocity, path(t))
-    np.testing.assert_allclose(speed, random_space.metric.norm(v, x), rtol=1e-6)
+    # the dense output at the default rtol=1e-7 keeps the speed to ~1e-6; a wrong factor on either term makes it drift
+    np.testing.assert_allclose(speed, random_space.metric.norm(v, x), rtol=1e-5)
 
 
 def straight_line_length(field, x, y):

@@ -126,6 +126,10 @@ class MetricField:
         rhs = 0.5 * grad - self.derivative_vector_product(tangent_vec, base_point)
         return np.linalg.solve(self.metric_matrix(base_point), rhs[..., None])[..., 0]
 
+    def _acceleration(self, tangent_vec, base_point):
+        """:meth:`geodesic_acceleration` of already validated ``(n, dim)`` arrays (ODE right-hand sides)."""
+        return self.geodesic_acceleration(tangent_vec, base_point)
+
     def __repr__(self):
         return f"{type(self).__name__}(dim={self.dim})"
 

@@ -151,14 +151,18 @@ class RBFLocalField(_LocalField):
     def weights(self, base_point):
         """Blending weights :math:`w_r(x)`, shape ``(..., n_centers)``; they sum to one."""
         x, batch = self._flat(base_point)
-        return self._weights_and_gradients(x)[0].reshape(batch + (self.n_centers,))
+        return self._weights(x)[0].reshape(batch + (self.n_centers,))
 
-    def _weights_and_gradients(self, x, metric_x=None):
+    def _weights(self, x, metric_x=None):
+        """Weights :math:`w_r(x)` and half-gradients :math:`h_r = P_r (x - x_r)`.
+
+        The weight gradients are :math:`g_r = \nabla \log \tilde w_r = -\tfrac{2}{\sigma} h_r`;
+        callers fold the factor into their ``(n, R)`` coefficients.
+        """
         scores, half_grad = self._scores(x, metric_x)
-        logits = scores.min(axis=1, keepdims=True) - scores
-        weights = np.exp(logits / self.sigma)  # softmax, shifted so the largest term is 1
+        weights = np.exp((scores.min(axis=1, keepdims=True) - scores) / self.sigma)  # largest term is 1
         weights /= weights.sum(axis=1, keepdims=True)
-        return weights, (-2.0 / self.sigma) * half_grad  # g_r = grad log w~_r
+        return weights, half_grad
 
     def log_normalizer(self, base_point):
         r""":math:`\log \sum_r e^{-s_r(x)/\sigma}`, stable far from every center."""
@@ -185,36 +189,42 @@ class RBFLocalField(_LocalField):
         merged = [np.concatenate(parts).reshape(shape[:-1] + parts[0].shape[1:]) for parts in outputs]
         return merged[0] if len(merged) == 1 else tuple(merged)
 
+    def _blend_metric(self, weights):
+        """:math:`M = \sum_r w_r M_r`, shape ``(n, dim, dim)``."""
+        return (weights @ self._flat_metrics).reshape(-1, self.dim, self.dim)
+
     def metric_matrix(self, base_point):
-        return self._map_chunks(
-            lambda x: (self._weights_and_gradients(x)[0] @ self._flat_metrics).reshape(-1, self.dim, self.dim), base_point
-        )
+        return self._map_chunks(lambda x: self._blend_metric(self._weights(x)[0]), base_point)
 
     def metric_derivative(self, base_point):
         def derivative(x):
-            weights, grads = self._weights_and_gradients(x)
-            centered = grads - np.einsum("nr,nrk->nk", weights, grads)[:, None, :]
-            return np.einsum("nr,nrk,rij->nijk", weights, centered, self.metrics)
+            weights, half_grad = self._weights(x)
+            centered = half_grad - np.einsum("nr,nrk->nk", weights, half_grad)[:, None, :]
+            return (-2.0 / self.sigma) * np.einsum("nr,nrk,rij->nijk", weights, centered, self.metrics)
 
         return self._map_chunks(derivative, base_point)
 
     def _blend(self, x, v):
-        """Weights :math:`w_r(x)`, gradients :math:`g_r(x)` and :math:`M_r v`."""
-        return (*self._weights_and_gradients(x), self._local_products(v))
+        """Weights :math:`w_r(x)`, half-gradients :math:`h_r(x)` and :math:`M_r v`."""
+        return (*self._weights(x), self._local_products(v))
 
     def metric_vector_product(self, tangent_vec, base_point):
         def product(x, v):
             weights, _, local = self._blend(x, v)
-            return np.einsum("nr,nri->ni", weights, local)
+            return (weights[:, None, :] @ local)[:, 0]
 
         return self._map_chunks(product, base_point, tangent_vec)
 
     @staticmethod
-    def _energy_terms(weights, grads, local, v):
-        """:math:`M v = \\sum_r w_r M_r v` and :math:`\\nabla (v^T M v) = \\sum_r w_r (q_r - \\bar q) g_r`."""
-        quad = np.einsum("nri,ni->nr", local, v)  # q_r = v^T M_r v
-        quad -= np.einsum("nr,nr->n", weights, quad)[:, None]
-        return np.einsum("nr,nri->ni", weights, local), np.einsum("nr,nrk->nk", weights * quad, grads)
+    def _centered(weights, values):
+        """:math:`w_r (a_r - \bar a)` with :math:`\bar a = \sum_r w_r a_r`, for ``values`` :math:`a` of shape ``(n, R)``."""
+        return weights * (values - np.sum(weights * values, axis=1, keepdims=True))
+
+    def _energy_terms(self, weights, half_grad, local, v):
+        """:math:`M v = \sum_r w_r M_r v` and :math:`\nabla (v^T M v) = \sum_r w_r (q_r - \bar q) g_r`, :math:`q_r = v^T M_r v`."""
+        quad = (local @ v[:, :, None])[..., 0]
+        coefficients = (-2.0 / self.sigma) * self._centered(weights, quad)
+        return (weights[:, None, :] @ local)[:, 0], (coefficients[:, None, :] @ half_grad)[:, 0]
 
     def energy_terms(self, tangent_vec, base_point):
         return self._map_chunks(lambda x, v: self._energy_terms(*self._blend(x, v), v), base_point, tangent_vec)
@@ -238,28 +248,24 @@ class RBFLocalField(_LocalField):
         metric_mid = None
         if self.proximity is None:
             metric_mid = (0.5 * (products[:, 1:] + products[:, :-1])).reshape(-1, self.n_centers, dim)
-        weights, grads = self._weights_and_gradients(midpoints, metric_mid)
-        return self._energy_terms(weights, grads, local, steps)
+        return self._energy_terms(*self._weights(midpoints, metric_mid), local, steps)
 
-    @staticmethod
-    def _derivative_product(weights, grads, local, v):
-        """:math:`(\\partial_v M) v = \\sum_r w_r ((g_r - \\bar g) \\cdot v) M_r v`."""
-        slopes = (grads @ v[:, :, None])[..., 0]  # g_r . v
-        slopes -= np.einsum("nr,nr->n", weights, slopes)[:, None]
-        return np.einsum("nr,nri->ni", weights * slopes, local)
+    def _derivative_product(self, weights, half_grad, local, v):
+        """:math:`(\partial_v M) v = \sum_r w_r ((g_r - \bar g) \cdot v) M_r v`."""
+        slopes = (-2.0 / self.sigma) * (half_grad @ v[:, :, None])[..., 0]  # g_r . v
+        return (self._centered(weights, slopes)[:, None, :] @ local)[:, 0]
 
     def derivative_vector_product(self, tangent_vec, base_point):
         return self._map_chunks(lambda x, v: self._derivative_product(*self._blend(x, v), v), base_point, tangent_vec)
 
-    def geodesic_acceleration(self, tangent_vec, base_point):
+    def _acceleration(self, tangent_vec, base_point):
         # the fused form of MetricField.geodesic_acceleration: weights and M_r v computed once
-        def acceleration(x, v):
-            blend = self._blend(x, v)
-            rhs = 0.5 * self._energy_terms(*blend, v)[1] - self._derivative_product(*blend, v)
-            metric = (blend[0] @ self._flat_metrics).reshape(-1, self.dim, self.dim)
-            return solve_spd(metric, rhs)
+        blend = self._blend(base_point, tangent_vec)
+        rhs = 0.5 * self._energy_terms(*blend, tangent_vec)[1] - self._derivative_product(*blend, tangent_vec)
+        return solve_spd(self._blend_metric(blend[0]), rhs)
 
-        return self._map_chunks(acceleration, base_point, tangent_vec)
+    def geodesic_acceleration(self, tangent_vec, base_point):
+        return self._map_chunks(lambda x, v: self._acceleration(v, x), base_point, tangent_vec)
 
 
 class SmoothLocalField(RBFLocalField):

@@ -109,7 +109,8 @@ def solve_spd(matrices, vectors):
     inside ODE right-hand sides); batches use :func:`numpy.linalg.solve`.
     """
     if matrices.ndim == 3 and len(matrices) == 1 and vectors.shape == matrices.shape[:-1]:
-        _, solution, info = dposv(matrices[0], vectors[0], lower=1)
+        # M^T = M, and the transpose of a C-ordered matrix is the Fortran order LAPACK reads without reordering
+        _, solution, info = dposv(matrices[0].T, vectors[0], lower=1)
         if info == 0:
             return solution[None]
     return np.linalg.solve(matrices, vectors[..., None])[..., 0]
