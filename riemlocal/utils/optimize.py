@@ -17,11 +17,11 @@ __all__ = ["batched_lbfgs"]
 
 _ARMIJO = 1e-4
 _MAX_BACKTRACKS = 20
-_MAX_STALLS = 3
+_MAX_STALLS = 10
 _ROUND_OFF = 1e-12  # relative change of the value treated as round-off by the approximate Wolfe test
 
 
-def batched_lbfgs(objective, x0, tol, max_iter, memory=10):
+def batched_lbfgs(objective, x0, tol, max_iter, memory=5):
     r"""Minimize :math:`f_b(x_b)` for every row ``b`` of ``x0`` independently.
 
     Parameters
@@ -34,7 +34,7 @@ def batched_lbfgs(objective, x0, tol, max_iter, memory=10):
     tol : float
         A problem stops when :math:`\max_i |\partial_i f_b| \le` ``tol``.
     max_iter : int
-    memory : int, default=10
+    memory : int, default=5
         Curvature pairs kept per problem.
 
     Returns
@@ -54,55 +54,62 @@ def batched_lbfgs(objective, x0, tol, max_iter, memory=10):
     (``gradient_norm`` tells how far it got).
     """
     batch, n = x0.shape
+    x_out, norm_out = x0.copy(), np.empty(batch)
+    ids = np.arange(batch)  # the problems still running; every state array below follows them
     x = x0.copy()
     value, gradient = objective(x, slice(None))
-    steps = np.zeros((memory, batch, n))
-    changes = np.zeros((memory, batch, n))
+    norm = np.abs(gradient).max(axis=1)
+    best_norm = norm.copy()
+    stalls = np.zeros(batch, dtype=int)  # iterations in a row that improved neither the value nor the gradient
+    steps, changes = np.zeros((memory, batch, n)), np.zeros((memory, batch, n))
     inverse_curvatures = np.zeros((memory, batch))  # 1 / s^T y, or 0 for an empty or skipped slot
     scaling = np.ones(batch)  # s^T y / y^T y of the newest pair: the initial inverse Hessian
-    best_norm = np.abs(gradient).max(axis=1)
-    running = best_norm > tol
-    stalls = np.zeros(batch, dtype=int)  # iterations in a row that improved neither the value nor the gradient
+    running = norm > tol
     n_iter = 0
-    while n_iter < max_iter and running.any():
-        rows = _index(np.flatnonzero(running), batch)
-        g = gradient[rows]
+    while True:
+        if not running.all():  # retire finished problems, so that the loop works on views
+            x_out[ids[~running]], norm_out[ids[~running]] = x[~running], norm[~running]
+            ids, x, value, gradient, norm, best_norm, stalls, scaling = (
+                a[running] for a in (ids, x, value, gradient, norm, best_norm, stalls, scaling)
+            )
+            steps, changes, inverse_curvatures = steps[:, running], changes[:, running], inverse_curvatures[:, running]
+        if len(ids) == 0 or n_iter >= max_iter:
+            break
         order = [(n_iter - 1 - i) % memory for i in range(min(n_iter, memory))]  # newest first
-        alphas = []
+        g, alphas = gradient, []
         for slot in order:
-            alpha = inverse_curvatures[slot, rows] * _dot(steps[slot, rows], g)
-            g = g - alpha[:, None] * changes[slot, rows]
+            alpha = inverse_curvatures[slot] * _dot(steps[slot], g)
+            g = g - alpha[:, None] * changes[slot]
             alphas.append(alpha)
-        direction = scaling[rows, None] * g
+        direction = scaling[:, None] * g
         for slot, alpha in zip(reversed(order), reversed(alphas)):
-            beta = inverse_curvatures[slot, rows] * _dot(changes[slot, rows], direction)
-            direction += (alpha - beta)[:, None] * steps[slot, rows]
+            direction += (alpha - inverse_curvatures[slot] * _dot(changes[slot], direction))[:, None] * steps[slot]
         direction = -direction
-        slope = _dot(gradient[rows], direction)
+        slope = _dot(gradient, direction)
         uphill = slope >= 0  # lost curvature information: restart along the steepest descent
-        direction[uphill] = -gradient[rows][uphill]
-        slope[uphill] = -_dot(direction[uphill], direction[uphill])
+        direction[uphill] = -gradient[uphill]
+        slope[uphill] = -_dot(gradient[uphill], gradient[uphill])
 
-        new_x, new_value, new_gradient = _backtrack(objective, x[rows], value[rows], rows, direction, slope)
+        rows = _index(ids, batch)
+        new_x, new_value, new_gradient = _backtrack(objective, x, value, rows, direction, slope)
         moved = np.isfinite(new_value)
         slot = n_iter % memory
-        s, y = new_x - x[rows], new_gradient - gradient[rows]
+        s, y = new_x - x, new_gradient - gradient
         curvature, y_norm = _dot(s, y), _dot(y, y)
         useful = moved & (curvature > 1e-12 * np.sqrt(_dot(s, s) * y_norm))
-        steps[slot, rows], changes[slot, rows] = s, y
-        inverse_curvatures[slot, rows] = np.where(useful, 1.0 / np.where(useful, curvature, 1.0), 0.0)
-        scaling[rows] = np.where(useful, curvature / np.maximum(y_norm, 1e-300), scaling[rows])
+        steps[slot], changes[slot] = s, y
+        inverse_curvatures[slot] = np.where(useful, 1.0 / np.where(useful, curvature, 1.0), 0.0)
+        scaling = np.where(useful, curvature / np.maximum(y_norm, 1e-300), scaling)
 
-        done = np.arange(batch)[rows][moved]
-        norm = np.abs(new_gradient[moved]).max(axis=1)
-        progress = (new_value[moved] < value[done]) | (norm < best_norm[done])
-        stalls[done] = np.where(progress, 0, stalls[done] + 1)
-        best_norm[done] = np.minimum(best_norm[done], norm)
-        x[done], value[done], gradient[done] = new_x[moved], new_value[moved], new_gradient[moved]
-        running[np.arange(batch)[rows][~moved]] = False
-        running[done] = (norm > tol) & (stalls[done] < _MAX_STALLS)
+        new_norm = np.abs(new_gradient).max(axis=1)
+        progress = (new_value < value) | (new_norm < best_norm)
+        stalls = np.where(progress, 0, stalls + 1)
+        x[moved], value[moved], gradient[moved], norm[moved] = new_x[moved], new_value[moved], new_gradient[moved], new_norm[moved]
+        best_norm = np.minimum(best_norm, norm)
+        running = moved & (norm > tol) & (stalls < _MAX_STALLS)
         n_iter += 1
-    return x, n_iter, np.abs(gradient).max(axis=1)
+    x_out[ids], norm_out[ids] = x, norm
+    return x_out, n_iter, norm_out
 
 
 def _index(rows, total):
