@@ -326,3 +326,20 @@ def test_bad_input(two_metric_space):
         two_metric_space.metric.log(np.zeros((0, 2)), np.zeros(2))
     with pytest.raises(ValueError, match="exactly one"):
         two_metric_space.metric.geodesic(np.zeros(2))
+
+
+def test_log_converges_at_fourth_order_under_tight_tolerances(random_space):
+    """Doubling the nodes divides the Log error by ~16 (Richardson), down to ~1e-8 without warnings."""
+    x, y = np.array([-2.0, 0.0, 1.0]), np.array([2.0, 1.0, -1.0])
+    field = random_space.field
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ConvergenceWarning)
+        reference = LearnedMetricManifold(field, n_nodes=128, tol=1e-11, max_iter=20000).metric.log(y, x)
+        errors = [
+            np.linalg.norm(LearnedMetricManifold(field, n_nodes=n, tol=1e-11).metric.log(y, x) - reference)
+            / np.linalg.norm(reference)
+            for n in (16, 32, 64)
+        ]
+    assert errors[0] < 1e-5
+    assert errors[0] / errors[1] > 10 and errors[1] / errors[2] > 10  # second order would give 4
+    assert errors[2] < 5e-8
