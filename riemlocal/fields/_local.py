@@ -49,7 +49,9 @@ class _LocalField(MetricField):
         self.proximity = proximity
         self._stacked = metrics.reshape(n_centers * dim, dim)  # rows: M_1, ..., M_R
         self._flat_metrics = metrics.reshape(n_centers, dim * dim)
-        self._center_products = np.einsum("rij,rj->ri", metrics, centers)  # M_r x_r
+        nearness = metrics if proximity is None else np.broadcast_to(proximity, metrics.shape)
+        self._center_products = np.einsum("rij,rj->ri", nearness, centers)  # P_r x_r
+        self._center_norms = np.einsum("ri,ri->r", self._center_products, centers)  # x_r^T P_r x_r
 
     @property
     def n_centers(self):
@@ -74,9 +76,9 @@ class _LocalField(MetricField):
             metric_x = self._local_products(x) if metric_x is None else metric_x
             half_grad = metric_x - self._center_products
         else:
-            half_grad = (x[:, None, :] - self.centers) @ self.proximity
-        # h_r . (x - x_r), without the (n, R, dim) difference (slow to broadcast at small dim)
-        scores = np.einsum("nrd,nd->nr", half_grad, x) - np.einsum("nrd,rd->nr", half_grad, self.centers)
+            half_grad = (x @ self.proximity)[:, None, :] - self._center_products
+        # h_r . (x - x_r) = h_r . x - (x . P_r x_r - x_r^T P_r x_r): one einsum and one GEMM
+        scores = np.einsum("nrd,nd->nr", half_grad, x) - (x @ self._center_products.T - self._center_norms)
         return np.maximum(scores, 0.0), half_grad
 
     def _flat(self, base_point, name="base_point"):
