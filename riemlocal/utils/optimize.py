@@ -131,7 +131,7 @@ def _backtrack(objective, x, value, rows, direction, slope):
     :math:`0.9\,\phi'(0) \le \phi'(\alpha) \le -0.8\,\phi'(0)`, which rely
     on the gradient alone (Hager & Zhang, SIAM J. Optim. 16, 2005).
     """
-    new_x, new_gradient = np.empty_like(x), np.empty_like(x)
+    new_x, new_gradient = x.copy(), np.zeros_like(x)  # what a failed problem reports: no step, no curvature pair
     new_value = np.full(len(x), np.nan)
     step_length = np.ones(len(x))
     round_off = value + _ROUND_OFF * np.abs(value)
