@@ -12,6 +12,7 @@ from scipy.integrate import solve_ivp
 from sklearn.exceptions import ConvergenceWarning
 
 from riemlocal import ConstantField, LearnedMetricManifold, MetricField, NearestLocalField, SmoothLocalField
+from riemlocal.geodesics import laplacian_inverse_sqrt
 
 
 class HalfSpace(MetricField):
@@ -343,3 +344,12 @@ def test_log_converges_at_fourth_order_under_tight_tolerances(random_space):
     assert errors[0] < 1e-5
     assert errors[0] / errors[1] > 10 and errors[1] / errors[2] > 10  # second order would give 4
     assert errors[2] < 5e-8
+
+
+@pytest.mark.parametrize("n_segments", [2, 3, 16, 33])
+def test_laplacian_inverse_sqrt_squares_to_the_inverse_laplacian(n_segments):
+    root = laplacian_inverse_sqrt(n_segments)
+    laplacian = 2 * np.eye(n_segments - 1) - np.eye(n_segments - 1, k=1) - np.eye(n_segments - 1, k=-1)
+    np.testing.assert_allclose(root, root.T, atol=1e-14)
+    assert np.all(np.linalg.eigvalsh(root) > 0)
+    np.testing.assert_allclose(root @ root @ laplacian, np.eye(n_segments - 1), atol=1e-10)

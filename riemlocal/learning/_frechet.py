@@ -9,7 +9,6 @@ The mean minimizes :math:`f(\mu) = \frac{1}{2 W} \sum_i w_i\, d^2(\mu, x_i)`,
 import warnings
 
 import numpy as np
-from scipy.fft import dst
 from scipy.optimize import minimize
 from sklearn.base import BaseEstimator
 from sklearn.exceptions import ConvergenceWarning
@@ -47,7 +46,8 @@ def _joint_level(field, curves, weights, factor, tol, max_iter, callback):
     n_curves, n_nodes, dim = curves.shape
     n_segments = n_nodes - 1
     taper = (1.0 - np.arange(n_nodes) / n_segments)[None, :, None]
-    scales = laplacian_inverse_sqrt(n_segments)[None, :, None] / np.sqrt(2.0 * n_segments * weights[:, None, None])
+    preconditioner = laplacian_inverse_sqrt(n_segments)
+    curve_scales = 1.0 / np.sqrt(2.0 * n_segments * weights[:, None, None])
     inverse_factor = np.linalg.inv(factor)  # L^{-1}
     start = curves.copy()
     n_mean = dim
@@ -55,7 +55,7 @@ def _joint_level(field, curves, weights, factor, tol, max_iter, callback):
     def to_curves(z):
         shift = (z[:n_mean] @ inverse_factor) / np.sqrt(2.0)  # L^{-T} b / sqrt(2), as a row
         offsets = z[n_mean:].reshape(n_curves, n_segments - 1, dim)
-        offsets = dst(scales * dst(offsets, type=1, axis=1, norm="ortho"), type=1, axis=1, norm="ortho")
+        offsets = curve_scales * (preconditioner @ offsets)
         full = start + taper * shift
         full[:, 1:-1, :] += offsets @ inverse_factor
         return full
@@ -65,7 +65,7 @@ def _joint_level(field, curves, weights, factor, tol, max_iter, callback):
         gradient *= weights[:, None, None]
         mean_gradient = np.einsum("n,bnd->d", taper[0, :, 0], gradient)
         inner = gradient[:, 1:-1, :] @ inverse_factor.T  # rows L^{-1} g
-        grad_offsets = dst(scales * dst(inner, type=1, axis=1, norm="ortho"), type=1, axis=1, norm="ortho")
+        grad_offsets = curve_scales * (preconditioner @ inner)
         grad_mean = inverse_factor @ mean_gradient / np.sqrt(2.0)
         return float(weights @ energy), np.concatenate([grad_mean, grad_offsets.ravel()])
 
