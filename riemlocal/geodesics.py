@@ -114,9 +114,9 @@ def _minimize_energy(field, curves, factors, tol, max_iter):
     Hessian in :math:`z` is the identity for a constant metric, whatever the
     length of each pair. Pairs closer than round-off allows to resolve
     (``_UNRESOLVED``, relative to their coordinates) keep the straight line,
-    which is then exact to that level. Each pair runs its own L-BFGS iterations and line search
-    (:func:`~riemlocal.utils.optimize.batched_lbfgs`), so finished pairs are no
-    longer evaluated.
+    which is then exact to that level. Each pair runs its own L-BFGS
+    iterations and line search (:func:`~riemlocal.utils.optimize.batched_lbfgs`),
+    so finished pairs are no longer evaluated.
     """
     span = np.abs(curves[:, -1] - curves[:, 0]).max(axis=-1)
     scale = 1.0 + np.abs(curves[:, [0, -1]]).max(axis=(1, 2))
@@ -140,7 +140,7 @@ def _minimize_energy(field, curves, factors, tol, max_iter):
     def to_curves(z, rows):
         z = lengths[rows] * z.reshape(len(z), n_segments - 1, dim)
         full = start[rows].copy()
-        full[:, 1:-1, :] += (preconditioner @ z) @ inverse_factors[rows]  # L^{-T} applied to each node (BLAS, not einsum)
+        full[:, 1:-1, :] += (preconditioner @ z) @ inverse_factors[rows]  # L^{-T} at each node
         return full
 
     def objective(z, rows):

@@ -104,7 +104,8 @@ def batched_lbfgs(objective, x0, tol, max_iter, memory=5):
         new_norm = np.abs(new_gradient).max(axis=1)
         progress = (new_value < value) | (new_norm < best_norm)
         stalls = np.where(progress, 0, stalls + 1)
-        x[moved], value[moved], gradient[moved], norm[moved] = new_x[moved], new_value[moved], new_gradient[moved], new_norm[moved]
+        x[moved], value[moved], norm[moved] = new_x[moved], new_value[moved], new_norm[moved]
+        gradient[moved] = new_gradient[moved]
         best_norm = np.minimum(best_norm, norm)
         running = moved & (norm > tol) & (stalls < _MAX_STALLS)
         n_iter += 1
@@ -146,7 +147,8 @@ def _backtrack(objective, x, value, rows, direction, slope):
         wolfe = (trial_value <= round_off[trial_rows]) & (trial_slope >= 0.9 * initial_slope)
         accepted = armijo | (wolfe & (trial_slope <= -0.8 * initial_slope))
         keep = pending[accepted]
-        new_x[keep], new_value[keep], new_gradient[keep] = trial[accepted], trial_value[accepted], trial_gradient[accepted]
+        new_x[keep], new_value[keep] = trial[accepted], trial_value[accepted]
+        new_gradient[keep] = trial_gradient[accepted]
         pending = pending[~accepted]
         if len(pending) == 0:
             break
