@@ -118,8 +118,10 @@ class FrechetMean(BaseEstimator):
         Karcher iterations, or L-BFGS iterations per resolution (times 20).
     tol : float, default=1e-5
         Convergence when ``grad_norm_ <= tol * rms`` with ``rms`` the
-        root-mean-square distance to the data (Karcher); relative
-        preconditioned gradient tolerance of L-BFGS (joint).
+        root-mean-square distance to the data (Karcher; it cannot go below
+        the relative accuracy of the space's Log maps, about 1e-5 with a
+        :class:`~riemlocal.manifold.LearnedMetricManifold`'s defaults);
+        relative preconditioned gradient tolerance of L-BFGS (joint).
     init : array-like of shape (dim,), default=None
         Starting point; ``None`` takes the weighted coordinate mean,
         projected onto the space when it has ``projection``.
