@@ -37,7 +37,6 @@ import time  # noqa: E402
 from pathlib import Path  # noqa: E402
 
 import numpy as np  # noqa: E402
-from scipy.stats import ortho_group  # noqa: E402
 from sklearn import datasets as sk_datasets  # noqa: E402
 from sklearn.decomposition import PCA  # noqa: E402
 from sklearn.model_selection import StratifiedKFold, StratifiedShuffleSplit  # noqa: E402
@@ -45,6 +44,7 @@ from sklearn.neighbors import KNeighborsClassifier  # noqa: E402
 from sklearn.preprocessing import StandardScaler  # noqa: E402
 
 from riemlocal import learners as rl_learners  # noqa: E402
+from riemlocal.datasets import make_rotated_gaussians  # noqa: E402
 from riemlocal.fields import GLMLField  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -239,22 +239,6 @@ def learners_table(datasets, learners, n_splits):
 # ----------------------------------------------------------------------------- Fig. 3a
 
 
-def fig3a_dataset(rng, dim, n_train=500, n_test=500):
-    """Two Gaussian classes, means 0 and e_1, covariances U diag(u) U^T with U Haar-orthogonal, u ~ U(0.1, 1)."""
-    means = np.zeros((2, dim))
-    means[1, 0] = 1.0
-    covariances = []
-    for _ in range(2):
-        basis = ortho_group.rvs(dim, random_state=rng)
-        covariances.append(basis @ np.diag(rng.uniform(0.1, 1.0, dim)) @ basis.T)
-
-    def draw(n):
-        X = np.vstack([rng.multivariate_normal(means[c], covariances[c], size=n // 2) for c in (0, 1)])
-        return X, np.repeat([0, 1], n // 2)
-
-    return (*draw(n_train), *draw(n_test))
-
-
 def glml_table(dims, n_realizations, alpha=1e-3):
     rows = []
     for dim in dims:
@@ -262,7 +246,7 @@ def glml_table(dims, n_realizations, alpha=1e-3):
         gammas = []
         start = time.perf_counter()
         for seed in range(n_realizations):
-            X_train, y_train, X_test, y_test = fig3a_dataset(np.random.default_rng(seed), dim)
+            X_train, y_train, X_test, y_test = make_rotated_gaussians(dim, random_state=np.random.default_rng(seed))
             euclidean = ((X_test[:, None] - X_train[None]) ** 2).sum(-1)
             acc["euclidean"].append(np.mean(y_train[euclidean.argmin(1)] == y_test))
             field = GLMLField(X_train, y_train, alpha=alpha)

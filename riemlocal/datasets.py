@@ -1,4 +1,5 @@
-r"""Data sets: synthetic body shapes for offline use, and a loader for real ones in CSV.
+r"""Data sets: synthetic body shapes for offline use, a loader for real ones in CSV, and
+the two-Gaussian classification problem of Noh, Zhang & Lee's Fig. 3a.
 
 Hauberg, Freifeld & Black (NIPS 2012, sec. 4.1) use 986 female CAESAR scans
 as 35 SCAPE shape coefficients with anthropometric measurements. That data is
@@ -11,11 +12,12 @@ import csv
 import math
 
 import numpy as np
+from scipy.stats import ortho_group
 from sklearn.utils import Bunch
 
 from .utils.validation import check_int, check_random_state
 
-__all__ = ["make_body_shapes", "load_body_shapes_csv", "LATENT_NAMES", "MEASUREMENTS"]
+__all__ = ["make_body_shapes", "load_body_shapes_csv", "make_rotated_gaussians", "LATENT_NAMES", "MEASUREMENTS"]
 
 #: Latent anthropometric factors (standard normal, correlated).
 LATENT_NAMES = ("stature", "girth", "limb_length", "shoulder_frame", "hip_shape")
@@ -196,3 +198,49 @@ def load_body_shapes_csv(path, measurement_columns=None):
         measurement_names=measurement_columns,
         target_names=measurement_columns,
     )
+
+
+def make_rotated_gaussians(dim, n_train=500, n_test=500, random_state=None):
+    r"""Two Gaussian classes with random anisotropic covariances (Noh, Zhang & Lee, Fig. 3a).
+
+    Class :math:`c \in \{0, 1\}` is :math:`\mathcal N(\mu_c, U_c \operatorname{diag}(u_c) U_c^T)`
+    with :math:`\mu_0 = 0`, :math:`\mu_1 = e_1`, :math:`U_c` Haar-distributed
+    orthogonal and :math:`u_c \sim \mathcal U(0.1, 1)^D`. Train and test sets
+    are drawn from the same two distributions, half of each set per class.
+
+    Parameters
+    ----------
+    dim : int
+        Dimension :math:`D \ge 2`.
+    n_train, n_test : int, default=500
+        Sizes (>= 2) of the two sets; odd sizes are rounded down to even.
+    random_state : None, int or numpy Generator
+
+    Returns
+    -------
+    X_train : ndarray of shape (n_train, dim)
+    y_train : ndarray of shape (n_train,)
+    X_test : ndarray of shape (n_test, dim)
+    y_test : ndarray of shape (n_test,)
+
+    References
+    ----------
+    Y.-K. Noh, B.-T. Zhang and D. D. Lee, *Generative local metric learning for
+    nearest neighbor classification*, NIPS 2010, sec. 5 and Fig. 3a.
+    """
+    dim = check_int(dim, "dim", minimum=2)
+    n_train = check_int(n_train, "n_train", minimum=2)
+    n_test = check_int(n_test, "n_test", minimum=2)
+    rng = check_random_state(random_state)
+    means = np.zeros((2, dim))
+    means[1, 0] = 1.0
+    covariances = []
+    for _ in range(2):
+        basis = ortho_group.rvs(dim, random_state=rng)
+        covariances.append(basis @ np.diag(rng.uniform(0.1, 1.0, dim)) @ basis.T)
+
+    def draw(n):
+        X = np.vstack([rng.multivariate_normal(means[c], covariances[c], size=n // 2) for c in (0, 1)])
+        return X, np.repeat([0, 1], n // 2)
+
+    return (*draw(n_train), *draw(n_test))

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 from numpy.testing import assert_allclose, assert_array_equal
 
-from riemlocal.datasets import MEASUREMENTS, load_body_shapes_csv, make_body_shapes
+from riemlocal.datasets import MEASUREMENTS, load_body_shapes_csv, make_body_shapes, make_rotated_gaussians
 
 
 def test_make_body_shapes_layout_and_determinism():
@@ -79,3 +79,29 @@ def test_csv_unknown_measurement_column(tmp_path):
     path = _write(tmp_path / "ok.csv", "coef_0,waist\n1,2\n")
     with pytest.raises(ValueError, match="measurement_columns"):
         load_body_shapes_csv(path, measurement_columns=["hip"])
+
+
+def test_rotated_gaussians_follow_their_model():
+    X_train, y_train, X_test, y_test = make_rotated_gaussians(4, n_train=40_000, n_test=41, random_state=0)
+    assert X_train.shape == (40_000, 4) and X_test.shape == (40, 4)  # odd sizes rounded down to even
+    assert_array_equal(np.bincount(y_train), [20_000, 20_000])
+    assert_array_equal(np.bincount(y_test), [20, 20])
+    assert_allclose(X_train[y_train == 0].mean(axis=0), 0.0, atol=0.02)
+    assert_allclose(X_train[y_train == 1].mean(axis=0), [1.0, 0.0, 0.0, 0.0], atol=0.02)
+    for c in (0, 1):
+        eigenvalues = np.linalg.eigvalsh(np.cov(X_train[y_train == c].T))
+        assert 0.09 < eigenvalues.min() and eigenvalues.max() < 1.05  # u ~ U(0.1, 1)
+    covariances = [np.cov(X_train[y_train == c].T) for c in (0, 1)]
+    assert np.abs(covariances[0] - covariances[1]).max() > 0.1  # each class has its own rotation
+
+
+def test_rotated_gaussians_are_reproducible_and_validated():
+    first, second = make_rotated_gaussians(3, 10, 10, 7), make_rotated_gaussians(3, 10, 10, 7)
+    for a, b in zip(first, second):
+        assert_array_equal(a, b)
+    with pytest.raises(ValueError, match="dim must be an int >= 2"):
+        make_rotated_gaussians(1)
+    with pytest.raises(ValueError, match="n_test must be an int >= 2"):
+        make_rotated_gaussians(3, n_test=1)
+    with pytest.raises(TypeError, match="n_train must be an int"):
+        make_rotated_gaussians(3, n_train=2.5)

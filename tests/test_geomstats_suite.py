@@ -132,11 +132,10 @@ class LearnedMetricTestData(TestData):
     N_VEC_REPS = [2]
     N_TIME_POINTS = [1, 3]
 
-    # Log and dist come from an energy minimization (n_nodes=32, tol=1e-8; a smaller tol
-    # only hits the float floor of the normalized energy). Their error is 4th order in
+    # Log and dist come from an energy minimization (n_nodes=32, tol=1e-8). Their error is 4th order in
     # 1/n_nodes: from the documented ~1e-4 relative for Log at n_nodes=16, ~1e-5 at 32; dist
     # is more accurate, and distances in the box stay below 3, so Log-based results get
-    # atol 2e-5 (measured worst over 200 random pairs: 3e-7). Exp is an rtol=1e-8 ODE solve.
+    # atol 2e-5 (measured worst over 200 random pairs: 3e-7). Exp is an rtol=1e-6 ODE solve (the default).
     tolerances = {
         "dist_is_log_norm": {"atol": 2e-5},
         "exp_after_log": {"atol": 2e-5},

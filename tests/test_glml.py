@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 from scipy.stats import multivariate_normal, ortho_group
 
+from riemlocal.datasets import make_rotated_gaussians
 from riemlocal.fields import GLMLField
 
 
@@ -175,22 +176,6 @@ def test_is_not_smooth_the_metric_jumps_where_b_changes_signature(data):
     assert np.linalg.norm(A_a - A_b) > 0.1 * np.linalg.norm(A_a)
 
 
-def fig3a_dataset(rng, dim, n):
-    """Noh et al. Fig. 3a: two fixed means, covariances with random orthogonal eigenvectors and eigenvalues."""
-    means = np.zeros((2, dim))
-    means[1, 0] = 1.0
-    covs = []
-    for _ in range(2):
-        basis = ortho_group.rvs(dim, random_state=rng)
-        covs.append(basis @ np.diag(rng.uniform(0.1, 1.0, dim)) @ basis.T)
-
-    def draw():
-        y = np.repeat([0, 1], n // 2)
-        return np.vstack([rng.multivariate_normal(means[c], covs[c], size=n // 2) for c in (0, 1)]), y
-
-    return draw(), draw()
-
-
 def nearest_neighbor_accuracy(X_train, y_train, X_test, y_test, metrics=None):
     diff = X_train[None] - X_test[:, None]
     if metrics is None:
@@ -203,7 +188,7 @@ def nearest_neighbor_accuracy(X_train, y_train, X_test, y_test, metrics=None):
 def test_glml_beats_euclidean_nearest_neighbor_on_fig3a_data():
     gains = []
     for seed in range(3):
-        (X_train, y_train), (X_test, y_test) = fig3a_dataset(np.random.default_rng(seed), dim=20, n=300)
+        X_train, y_train, X_test, y_test = make_rotated_gaussians(20, 300, 300, np.random.default_rng(seed))
         field = GLMLField(X_train, y_train, gamma=1.0)
         glml = nearest_neighbor_accuracy(X_train, y_train, X_test, y_test, field.metric_matrix(X_test))
         gains.append(glml - nearest_neighbor_accuracy(X_train, y_train, X_test, y_test))
