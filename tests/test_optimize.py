@@ -74,3 +74,21 @@ def test_any_memory_converges(memory):
     objective, minimizers, _ = quadratics(3, 10, seed=4)
     x = batched_lbfgs(objective, np.zeros((3, 10)), tol=1e-10, max_iter=5000, memory=memory)[0]
     np.testing.assert_allclose(x, minimizers, rtol=1e-7, atol=1e-9)
+
+
+@pytest.mark.parametrize(
+    "kwargs, error, match",
+    [
+        (dict(x0=np.zeros(3)), ValueError, "x0 must have at least 2"),
+        (dict(x0=np.zeros((2, 2, 2))), ValueError, "x0 must have shape"),
+        (dict(x0=np.full((2, 2), np.nan)), ValueError, "x0 contains NaN"),
+        (dict(tol=-1.0), ValueError, "tol must be >= 0"),
+        (dict(max_iter=0), ValueError, "max_iter must be an int >= 1"),
+        (dict(memory=1.5), TypeError, "memory must be an int"),
+    ],
+)
+def test_bad_input(kwargs, error, match):
+    objective, _, _ = quadratics(2, 2)
+    arguments = dict(x0=np.zeros((2, 2)), tol=1e-8, max_iter=10) | kwargs
+    with pytest.raises(error, match=match):
+        batched_lbfgs(objective, **arguments)

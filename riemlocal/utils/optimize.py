@@ -13,6 +13,8 @@ Optim. 16 (2005) (approximate Wolfe conditions).
 
 import numpy as np
 
+from .validation import check_int, check_points, check_positive
+
 __all__ = ["batched_lbfgs"]
 
 _ARMIJO = 1e-4
@@ -53,6 +55,12 @@ def batched_lbfgs(objective, x0, tol, max_iter, memory=5):
     iterations in a row, or for which no step passes the line search, stops
     early (``gradient_norm`` tells how far it got).
     """
+    x0 = check_points(x0, name="x0", min_ndim=2)
+    if x0.ndim != 2:
+        raise ValueError(f"x0 must have shape (batch, n), got {x0.shape}")
+    tol = check_positive(tol, "tol", strict=False)
+    max_iter = check_int(max_iter, "max_iter")
+    memory = check_int(memory, "memory")
     batch, n = x0.shape
     x_out, norm_out = x0.copy(), np.empty(batch)
     ids = np.arange(batch)  # the problems still running; every state array below follows them
