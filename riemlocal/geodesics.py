@@ -24,38 +24,91 @@ from dataclasses import dataclass
 
 import numpy as np
 from scipy.integrate import solve_ivp
+from scipy.linalg.lapack import dpbsv
 from sklearn.exceptions import ConvergenceWarning
 
-from .utils.optimize import batched_lbfgs
+from .utils.optimize import batched_lbfgs, batched_newton
 
 __all__ = ["curve_energy", "BoundaryValueResult", "solve_boundary_value", "integrate_geodesic"]
 
 
-def curve_energy(field, curves):
-    r"""Discrete energy of curves and its gradient with respect to every node.
+def curve_energy(field, curves, hessian=False):
+    r"""Discrete energy of curves, its gradient with respect to every node and optionally its Hessian.
+
+    Segment :math:`i` contributes :math:`N f(m_i, d_i)` with :math:`f(x, v) = v^T M(x) v`.
+    With :math:`C = \nabla_x^2 f`, :math:`K = \nabla_x \nabla_v f` and :math:`A = \nabla_v^2 f`
+    (:meth:`~riemlocal.fields.MetricField.energy_hessian`) at :math:`(m_i, d_i)`,
+    the chain rule through :math:`m_i = (c_i + c_{i+1})/2`, :math:`d_i = c_{i+1} - c_i`
+    gives the segment's Hessian blocks
+
+    .. math::
+        \partial^2_{c_i c_i} = N\big(\tfrac14 C - \tfrac12 (K + K^T) + A\big), \quad
+        \partial^2_{c_{i+1} c_{i+1}} = N\big(\tfrac14 C + \tfrac12 (K + K^T) + A\big), \quad
+        \partial^2_{c_i c_{i+1}} = N\big(\tfrac14 C + \tfrac12 (K - K^T) - A\big).
 
     Parameters
     ----------
     field : MetricField
     curves : ndarray of shape (..., N + 1, dim)
         Nodes :math:`c_0, \dots, c_N` of piecewise-linear curves on :math:`t \in [0, 1]`.
+    hessian : bool, default=False
+        Also return the Hessian with respect to the interior nodes (block tridiagonal).
 
     Returns
     -------
     energy : ndarray of shape (...)
         :math:`N \sum_i d_i^T M(m_i) d_i`, which approximates :math:`\int_0^1 c'^T M(c) c'\,dt`.
     gradient : ndarray of shape (..., N + 1, dim)
+    diagonal : ndarray of shape (..., N - 1, dim, dim)
+        Only with ``hessian=True``: blocks :math:`\partial^2 E / \partial c_k^2`, :math:`k = 1, \dots, N - 1`.
+    upper : ndarray of shape (..., N - 2, dim, dim)
+        Only with ``hessian=True``: blocks :math:`\partial^2 E / \partial c_k \partial c_{k+1}`.
     """
     n_segments = curves.shape[-2] - 1
     steps = np.diff(curves, axis=-2)
-    metric_steps, quadratic_gradients = field.segment_energy_terms(curves)
+    metric_steps, quadratic_gradients, *second = field.segment_energy_terms(curves, hessian)
     energy = n_segments * np.einsum("...nd,...nd->...", steps, metric_steps)
     gradient = np.zeros_like(curves)
     gradient[..., 1:, :] += 2.0 * n_segments * metric_steps
     gradient[..., :-1, :] -= 2.0 * n_segments * metric_steps
     gradient[..., 1:, :] += 0.5 * n_segments * quadratic_gradients
     gradient[..., :-1, :] += 0.5 * n_segments * quadratic_gradients
-    return energy, gradient
+    if not hessian:
+        return energy, gradient
+    hessian_x, mixed, hessian_v = (n_segments * block for block in second)
+    symmetric, skew = 0.5 * (mixed + np.swapaxes(mixed, -1, -2)), 0.5 * (mixed - np.swapaxes(mixed, -1, -2))
+    quarter = 0.25 * hessian_x
+    first = quarter - symmetric + hessian_v  # at the first node of each segment
+    last = quarter + symmetric + hessian_v  # at its last node
+    cross = quarter + skew - hessian_v
+    return energy, gradient, last[..., :-1, :, :] + first[..., 1:, :, :], cross[..., 1:-1, :, :]
+
+
+def _upper_band(diagonal, upper):
+    """LAPACK upper band storage (``kd = 2 dim - 1``) of symmetric block-tridiagonal matrices.
+
+    ``diagonal`` ``(batch, n, dim, dim)`` and ``upper`` ``(batch, n - 1, dim, dim)``
+    give ``(batch, 2 dim, n dim)`` with ``band[kd + i - j, j] = H[i, j]`` for ``i <= j``.
+    """
+    batch, n, dim, _ = diagonal.shape
+    kd = 2 * dim - 1
+    band = np.zeros((batch, kd + 1, n * dim))
+    a, c = np.triu_indices(dim)
+    band[:, kd + a - c, dim * np.arange(n)[:, None] + c] = diagonal[:, :, a, c]
+    a, c = np.indices((dim, dim)).reshape(2, -1)
+    band[:, kd - dim + a - c, dim * np.arange(1, n)[:, None] + c] = upper[:, :, a, c]
+    return band
+
+
+def _solve_band_spd(band, rhs):
+    """Solve each system ``band[b] x = rhs[b]`` (LAPACK ``dpbsv``); also returns which were not positive definite."""
+    solution, indefinite = np.zeros_like(rhs), np.zeros(len(rhs), dtype=bool)
+    for b in range(len(rhs)):
+        _, x, info = dpbsv(band[b], rhs[b])
+        indefinite[b] = info != 0
+        if info == 0:
+            solution[b] = x
+    return solution, indefinite
 
 
 @dataclass
@@ -71,7 +124,7 @@ class BoundaryValueResult:
     length : ndarray of shape (batch,)
         Geodesic distance.
     n_iter : int
-        L-BFGS iterations of the slowest pair, summed over both resolutions.
+        Iterations of the slowest pair, summed over both resolutions.
     gradient_norm : float
         Largest preconditioned gradient norm at termination (relative to the energy).
     converged : bool
@@ -101,41 +154,54 @@ def laplacian_inverse_sqrt(n_segments):
 
 
 _UNRESOLVED = 1e-8  # pairs this close (relative to their coordinates) are straight to round-off
+_NEWTON_MAX_DIM = 8  # "auto" takes Newton up to this dimension (above, L-BFGS is faster: benchmarks/bench_geodesics.py)
+_DAMPING = 10.0 ** np.arange(-3, 5)  # Levenberg--Marquardt shifts tried where the energy Hessian is indefinite
 
 
-def _minimize_energy(field, curves, factors, tol, max_iter):
+def _minimize_energy(field, curves, factors, tol, max_iter, method):
     """Minimize the energy over the interior nodes of ``curves`` (modified in place).
 
-    Pair :math:`b` minimizes :math:`E_b / E^0_b` (its energy relative to the
-    starting curve's) in variables :math:`z_b` with
-    :math:`c_b = c^0_b + \\sqrt{E^0_b}\\, T_b z_b`,
+    Pair :math:`b` minimizes :math:`E_b / E^0_b`, with
+    :math:`E^0_b = \\|L_b^T (c_N - c_0)\\|^2` the energy of the straight line in
+    the metric :math:`\\bar M_b = L_b L_b^T` (``factors``), in variables
+    :math:`z_b` with :math:`c_b = c^0_b + \\sqrt{E^0_b}\\, T_b z_b`,
     :math:`T_b = (2N)^{-1/2}\\, S \\Lambda^{-1/2} S \\otimes L_b^{-T}`, where
-    :math:`S` is the orthonormal DST-I and :math:`\\bar M_b = L_b L_b^T`: the
-    Hessian in :math:`z` is the identity for a constant metric, whatever the
-    length of each pair. Pairs closer than round-off allows to resolve
-    (``_UNRESOLVED``, relative to their coordinates) keep the straight line,
-    which is then exact to that level. Each pair runs its own L-BFGS
-    iterations and line search (:func:`~riemlocal.utils.optimize.batched_lbfgs`),
-    so finished pairs are no longer evaluated.
+    :math:`S` is the orthonormal DST-I: the Hessian in :math:`z` is the
+    identity for the constant metric :math:`\\bar M_b`, whatever the length of
+    each pair, and ``tol`` applies to the gradient in :math:`z`. Pairs closer
+    than round-off allows to resolve (``_UNRESOLVED``, relative to their
+    coordinates) keep the straight line, which is then exact to that level.
+    Each pair runs its own iterations and line search
+    (:mod:`riemlocal.utils.optimize`), so finished pairs are no longer evaluated.
+
+    ``method="newton"`` solves the block-tridiagonal Newton system
+    (:func:`curve_energy` with ``hessian=True``) for each pair by a banded
+    Cholesky factorization, in :math:`O(N\\,D^3)`; where the Hessian is not
+    positive definite it is shifted by :math:`\\mu\\, 2N (\\Delta \\otimes \\bar M_b)`
+    (Levenberg--Marquardt, the smallest :math:`\\mu` in ``_DAMPING`` that works).
+    ``method="lbfgs"`` needs first derivatives only.
+
+    Returns the energies of the final curves, the iterations and the largest gradient norm.
     """
     span = np.abs(curves[:, -1] - curves[:, 0]).max(axis=-1)
     scale = 1.0 + np.abs(curves[:, [0, -1]]).max(axis=(1, 2))
     active = span > _UNRESOLVED * scale
     if not np.all(active):
+        energy = curve_energy(field, curves)[0]
         if not np.any(active):
-            return 0, 0.0, True
+            return energy, 0, 0.0
         subset = curves[active]
-        result = _minimize_energy(field, subset, factors[active], tol, max_iter)
+        energy[active], *result = _minimize_energy(field, subset, factors[active], tol, max_iter, method)
         curves[active] = subset
-        return result
+        return (energy, *result)
     batch, n_nodes, dim = curves.shape
     n_segments = n_nodes - 1
     preconditioner = laplacian_inverse_sqrt(n_segments) / np.sqrt(2.0 * n_segments)
     inverse_factors = np.linalg.inv(factors)  # L^{-1}, (batch, dim, dim)
     start = curves.copy()
-    start_energy = curve_energy(field, start)[0]
-    normalizer = np.where(start_energy > 0, start_energy, 1.0)
+    normalizer = np.sum(((curves[:, -1] - curves[:, 0])[:, None, :] @ factors)[:, 0] ** 2, axis=-1)
     lengths = np.sqrt(normalizer)[:, None, None]  # per pair, indexed by rows
+    newton = method == "newton"
 
     def to_curves(z, rows):
         z = lengths[rows] * z.reshape(len(z), n_segments - 1, dim)
@@ -144,14 +210,37 @@ def _minimize_energy(field, curves, factors, tol, max_iter):
         return full
 
     def objective(z, rows):
-        energy, gradient = curve_energy(field, to_curves(z, rows))
+        energy, gradient, *hessian = curve_energy(field, to_curves(z, rows), hessian=newton)
         inner = gradient[:, 1:-1, :] @ inverse_factors[rows].transpose(0, 2, 1)  # L^{-1} g
-        return energy / normalizer[rows], ((preconditioner @ inner) / lengths[rows]).reshape(len(z), -1)
+        return energy / normalizer[rows], ((preconditioner @ inner) / lengths[rows]).reshape(len(z), -1), *hessian
 
-    z, n_iter, grad_norms = batched_lbfgs(objective, np.zeros((batch, (n_segments - 1) * dim)), tol, max_iter)
+    inverse_preconditioner = np.linalg.inv(preconditioner)
+    laplacian = 2.0 * n_segments * np.array([2.0, -1.0])  # diagonal and off-diagonal blocks of 2N (Delta (x) M_bar)
+
+    def newton_step(z, rows, gradient_z, diagonal, upper):
+        factor = factors[rows]
+        # back from z to the nodes: T^{-1} = sqrt(2N) Delta^{1/2} (x) L^T, and grad E = sqrt(E^0) T^{-T} grad_z
+        nodes = inverse_preconditioner @ gradient_z.reshape(len(z), -1, dim)
+        rhs = -(lengths[rows] * nodes @ factor.transpose(0, 2, 1)).reshape(len(z), -1)
+        step, indefinite = _solve_band_spd(_upper_band(diagonal, upper), rhs)
+        mean_metric = factor @ factor.transpose(0, 2, 1)
+        for shift in _DAMPING:
+            if not indefinite.any():
+                break
+            pending = np.flatnonzero(indefinite)
+            scaled = shift * laplacian[:, None, None, None, None] * mean_metric[pending, None]
+            band = _upper_band(diagonal[pending] + scaled[0], upper[pending] + scaled[1])
+            step[pending], indefinite[pending] = _solve_band_spd(band, rhs[pending])
+        step = step.reshape(len(z), -1, dim)
+        return ((inverse_preconditioner @ step) @ factor / lengths[rows]).reshape(len(z), -1)
+
+    z0 = np.zeros((batch, (n_segments - 1) * dim))
+    if newton:
+        z, value, n_iter, grad_norms = batched_newton(objective, newton_step, z0, tol, max_iter)
+    else:
+        z, value, n_iter, grad_norms = batched_lbfgs(objective, z0, tol, max_iter)
     curves[:] = to_curves(z, slice(None))
-    grad_norm = float(grad_norms.max(initial=0.0))
-    return n_iter, grad_norm, grad_norm <= 10 * tol
+    return value * normalizer, n_iter, float(grad_norms.max(initial=0.0))
 
 
 def _refine(curves):
@@ -163,23 +252,27 @@ def _refine(curves):
     return fine
 
 
-def _length_and_velocity(field, curves):
-    r"""Length :math:`\sqrt{E}` (a minimizer has constant speed) and initial velocity.
+def _initial_velocity(field, curves, base_metric):
+    r"""Initial velocity of a discrete geodesic, by the discrete Legendre transform.
 
-    The velocity comes from the discrete Legendre transform of the midpoint
-    variational integrator: the momentum at the first node,
-    :math:`p_0 = -\partial E / \partial c_0`, matches the continuous momentum
-    :math:`2 M(c_0) c'(0)` to second order (in even powers of :math:`1/N`, so
-    the Richardson step makes it fourth order).
+    The momentum at the first node of the midpoint variational integrator,
+    :math:`p_0 = -\partial E / \partial c_0 = 2N M(m_0) d_0 - \tfrac{N}{2} \nabla_x (d_0^T M d_0)|_{m_0}`,
+    matches the continuous momentum :math:`2 M(c_0) c'(0)` to second order
+    (in even powers of :math:`1/N`, so the Richardson step makes it fourth order).
+    ``base_metric`` is :math:`M(c_0)`.
     """
-    energy, gradient = curve_energy(field, curves)
-    momentum = -0.5 * gradient[:, 0]
-    velocity = np.linalg.solve(field.metric_matrix(curves[:, 0]), momentum[..., None])[..., 0]
-    return np.sqrt(np.maximum(energy, 0.0)), velocity
+    n_segments = curves.shape[1] - 1
+    metric_step, quadratic_gradient = field.energy_terms(curves[:, 1] - curves[:, 0], 0.5 * (curves[:, 1] + curves[:, 0]))
+    momentum = n_segments * (metric_step - 0.25 * quadratic_gradient)  # p_0 / 2
+    return np.linalg.solve(base_metric, momentum[..., None])[..., 0]
 
 
-def solve_boundary_value(field, point, base_point, n_nodes=16, tol=1e-7, max_iter=2000):
+def solve_boundary_value(field, point, base_point, n_nodes=16, tol=1e-7, max_iter=2000, method="auto"):
     """Geodesics from ``base_point`` to ``point`` by discrete energy minimization.
+
+    The length of a minimizer is :math:`\\sqrt{E}` (it has constant speed).
+    Lengths and initial velocities at ``n_nodes`` and ``2 n_nodes`` segments
+    are Richardson extrapolated.
 
     Parameters
     ----------
@@ -191,35 +284,49 @@ def solve_boundary_value(field, point, base_point, n_nodes=16, tol=1e-7, max_ite
     tol : float, default=1e-7
         Tolerance on the preconditioned, energy-normalized gradient.
     max_iter : int, default=2000
-        L-BFGS iterations per resolution.
+        Iterations per resolution.
+    method : {"auto", "newton", "lbfgs"}, default="auto"
+        Newton's method on the block-tridiagonal energy Hessian (quadratic
+        convergence, :math:`O(N D^3)` per step) or L-BFGS (gradients only,
+        :math:`O(N D^2)` per step). ``"auto"`` takes Newton up to
+        ``dim = 8``, where it is the faster one.
 
     Returns
     -------
     BoundaryValueResult
     """
+    if method not in ("auto", "newton", "lbfgs"):
+        raise ValueError(f"method must be 'auto', 'newton' or 'lbfgs', got {method!r}")
+    if method == "auto":
+        method = "newton" if field.dim <= _NEWTON_MAX_DIM else "lbfgs"
     t = np.linspace(0.0, 1.0, n_nodes + 1)[None, :, None]
     curves = base_point[:, None, :] + t * (point - base_point)[:, None, :]
     factors = np.linalg.cholesky(field.metric_matrix(0.5 * (point + base_point)))
-    n_iter, grad_norm, converged = _minimize_energy(field, curves, factors, tol, max_iter)
-    coarse_length, coarse_velocity = _length_and_velocity(field, curves)
-    fine = _refine(curves)
-    fine_iter, fine_norm, fine_converged = _minimize_energy(field, fine, factors, tol, max_iter)
-    fine_length, fine_velocity = _length_and_velocity(field, fine)
-    converged = converged and fine_converged
+    base_metric = field.metric_matrix(base_point)
+    lengths, velocities, n_iter, grad_norm = [], [], [], []
+    for level in range(2):
+        if level:
+            curves = _refine(curves)
+        energy, iterations, norm = _minimize_energy(field, curves, factors, tol, max_iter, method)
+        lengths.append(np.sqrt(np.maximum(energy, 0.0)))
+        velocities.append(_initial_velocity(field, curves, base_metric))
+        n_iter.append(iterations)
+        grad_norm.append(norm)
+    converged = max(grad_norm) <= 10 * tol
     if not converged:
         warnings.warn(
-            f"geodesic energy minimization did not converge (L-BFGS stopped after {n_iter} + {fine_iter} "
+            f"geodesic energy minimization did not converge ({method} stopped after {n_iter[0]} + {n_iter[1]} "
             f"iterations, max_iter={max_iter} each): preconditioned gradient norm "
-            f"{max(grad_norm, fine_norm):.3g} > tol={tol:.3g}",
+            f"{max(grad_norm):.3g} > tol={tol:.3g}",
             ConvergenceWarning,
             stacklevel=3,
         )
     return BoundaryValueResult(
-        curves=fine,
-        initial_velocity=(4.0 * fine_velocity - coarse_velocity) / 3.0,
-        length=(4.0 * fine_length - coarse_length) / 3.0,
-        n_iter=n_iter + fine_iter,
-        gradient_norm=max(grad_norm, fine_norm),
+        curves=curves,
+        initial_velocity=(4.0 * velocities[1] - velocities[0]) / 3.0,
+        length=(4.0 * lengths[1] - lengths[0]) / 3.0,
+        n_iter=sum(n_iter),
+        gradient_norm=max(grad_norm),
         converged=converged,
     )
 

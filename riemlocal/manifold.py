@@ -35,7 +35,11 @@ class LearnedMetric(RiemannianMetric):
     tol : float, default=1e-7
         Tolerance of the energy minimization (preconditioned gradient norm).
     max_iter : int, default=2000
-        L-BFGS iterations per resolution.
+        Iterations per resolution.
+    method : {"auto", "newton", "lbfgs"}, default="auto"
+        Energy minimizer of Log and dist: Newton's method on the
+        block-tridiagonal Hessian or L-BFGS; ``"auto"`` takes Newton up to
+        ``dim = 8`` (see :func:`~riemlocal.geodesics.solve_boundary_value`).
     rtol : float, default=1e-6
         Relative tolerance of the Exp integrator (absolute: ``rtol * 1e-2``);
         the default keeps Exp's relative error below 5e-8 in ``benchmarks/bench_geodesics.py``,
@@ -50,7 +54,17 @@ class LearnedMetric(RiemannianMetric):
     """
 
     def __init__(
-        self, space, field, n_nodes=16, tol=1e-7, max_iter=2000, rtol=1e-6, chunk_size=16, n_jobs=None, verbose=False
+        self,
+        space,
+        field,
+        n_nodes=16,
+        tol=1e-7,
+        max_iter=2000,
+        method="auto",
+        rtol=1e-6,
+        chunk_size=16,
+        n_jobs=None,
+        verbose=False,
     ):
         super().__init__(space)
         if not isinstance(field, MetricField):
@@ -64,6 +78,9 @@ class LearnedMetric(RiemannianMetric):
         self.n_nodes = check_int(n_nodes, "n_nodes", minimum=2)
         self.tol = check_positive(tol, "tol")
         self.max_iter = check_int(max_iter, "max_iter")
+        if method not in ("auto", "newton", "lbfgs"):
+            raise ValueError(f"method must be 'auto', 'newton' or 'lbfgs', got {method!r}")
+        self.method = method
         self.rtol = check_positive(rtol, "rtol")
         self.chunk_size = check_int(chunk_size, "chunk_size")
         self.n_jobs = n_jobs
@@ -109,7 +126,7 @@ class LearnedMetric(RiemannianMetric):
         return [values.reshape(shape[:-1] + values.shape[1:]) for values in merged]
 
     def _boundary_value(self, point, base_point):
-        result = solve_boundary_value(self.field, point, base_point, self.n_nodes, self.tol, self.max_iter)
+        result = solve_boundary_value(self.field, point, base_point, self.n_nodes, self.tol, self.max_iter, self.method)
         return result.initial_velocity, result.length
 
     # -- maps --------------------------------------------------------------------
@@ -170,7 +187,7 @@ class LearnedMetricManifold(Euclidean):
         A smooth field, e.g. :class:`~riemlocal.fields.SmoothLocalField`.
     **solver_options
         Passed to :class:`LearnedMetric` (``n_nodes``, ``tol``, ``max_iter``,
-        ``rtol``, ``chunk_size``, ``n_jobs``, ``verbose``).
+        ``method``, ``rtol``, ``chunk_size``, ``n_jobs``, ``verbose``).
 
     Examples
     --------

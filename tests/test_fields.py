@@ -73,6 +73,51 @@ def test_segment_terms_reuse_node_products(smooth_field, proximity):
     np.testing.assert_allclose(field.segment_energy_terms(curves)[1], generic[1], atol=1e-12)
 
 
+@pytest.mark.parametrize("proximity", [None, np.diag([1.0, 2.0, 0.5])])
+def test_energy_hessian_matches_differences_of_the_gradient(smooth_field, proximity):
+    """f = v^T M(x) v: the x-Hessian and the mixed block against central differences of first derivatives."""
+    field = RBFLocalField(smooth_field.centers, smooth_field.metrics, sigma=1.3, proximity=proximity)
+    x, v = np.random.default_rng(9).normal(size=(2, 5, 3))
+    hessian_x, mixed, hessian_v = field.energy_hessian(v, x)
+    h = 1e-6
+    for k in range(3):
+        step = h * np.eye(3)[k]
+        gradient_x = (field.energy_terms(v, x + step)[1] - field.energy_terms(v, x - step)[1]) / (2 * h)
+        np.testing.assert_allclose(hessian_x[:, :, k], gradient_x, atol=1e-7)
+        gradient_v = (field.metric_vector_product(v, x + step) - field.metric_vector_product(v, x - step)) / h  # of 2 M v
+        np.testing.assert_allclose(mixed[:, k, :], gradient_v, atol=1e-7)
+    np.testing.assert_allclose(hessian_v, 2 * field.metric_matrix(x), atol=1e-13)
+    np.testing.assert_allclose(hessian_x, np.swapaxes(hessian_x, -1, -2), atol=1e-12)
+    for analytic, generic in zip((hessian_x, mixed, hessian_v), MetricField.energy_hessian(field, v, x)):
+        np.testing.assert_allclose(generic, analytic, atol=1e-6)
+    curves = np.random.default_rng(10).normal(size=(2, 4, 3))
+    steps, midpoints = np.diff(curves, axis=-2), 0.5 * (curves[..., 1:, :] + curves[..., :-1, :])
+    fused = field.segment_energy_terms(curves, hessian=True)
+    expected = field.energy_terms(steps, midpoints) + field.energy_hessian(steps, midpoints)
+    assert len(fused) == 5
+    for fast, slow in zip(fused, expected):
+        np.testing.assert_allclose(fast, slow, atol=1e-12)
+
+
+class HalfPlane(MetricField):
+    """M = I / y^2, given by ``metric_matrix`` only."""
+
+    def metric_matrix(self, base_point):
+        return anp.eye(2) / base_point[..., -1:, None] ** 2
+
+
+def test_default_energy_hessian_closed_form():
+    """f = |v|^2 / y^2: Hessian diag(0, 6 |v|^2 / y^4), mixed -4 v / y^3 in the y row, 2 I / y^2."""
+    x, v = np.array([[0.3, 0.7], [-1.0, 2.0]]), np.array([[1.0, -0.5], [0.2, 0.4]])
+    hessian_x, mixed, hessian_v = HalfPlane(2).energy_hessian(v, x)
+    y, squared = x[:, 1], np.sum(v**2, axis=1)
+    np.testing.assert_allclose(hessian_x[:, 1, 1], 6 * squared / y**4, rtol=1e-6)
+    np.testing.assert_allclose(hessian_x[:, [0, 0, 1], [0, 1, 0]], 0.0, atol=1e-6)
+    np.testing.assert_allclose(mixed[:, 1], -4 * v / y[:, None] ** 3, rtol=1e-7)
+    np.testing.assert_allclose(mixed[:, 0], 0.0, atol=1e-7)
+    np.testing.assert_allclose(hessian_v, 2 * np.eye(2) / y[:, None, None] ** 2, rtol=1e-12)
+
+
 def test_batching_over_leading_axes(smooth_field):
     x = np.random.default_rng(3).normal(size=(2, 4, 3))
     batched = smooth_field.metric_matrix(x)
@@ -146,6 +191,10 @@ def test_constant_field():
     np.testing.assert_array_equal(field.metric_matrix(x), np.broadcast_to(metric, (3, 2, 2)))
     np.testing.assert_array_equal(field.metric_derivative(x), 0.0)
     np.testing.assert_array_equal(field.geodesic_acceleration(np.ones((3, 2)), x), 0.0)
+    hessian_x, mixed, hessian_v = field.energy_hessian(np.ones((3, 2)), x)
+    np.testing.assert_array_equal(hessian_x, 0.0)
+    np.testing.assert_array_equal(mixed, 0.0)
+    np.testing.assert_array_equal(hessian_v, np.broadcast_to(2 * metric, (3, 2, 2)))
 
 
 @pytest.mark.parametrize(

@@ -12,7 +12,7 @@ from scipy.integrate import solve_ivp
 from sklearn.exceptions import ConvergenceWarning
 
 from riemlocal import ConstantField, LearnedMetricManifold, MetricField, NearestLocalField, SmoothLocalField
-from riemlocal.geodesics import laplacian_inverse_sqrt
+from riemlocal.geodesics import curve_energy, laplacian_inverse_sqrt, solve_boundary_value
 
 
 class HalfSpace(MetricField):
@@ -104,15 +104,16 @@ def test_one_dimensional_closed_form():
         (StereographicSphere(2), ([[0.3, -0.2], [1.0, 0.5]], [[-0.5, 1.2], [-0.3, 0.4]]), sphere_dist),
     ],
 )
-def test_closed_form_distances(field, points, closed_form):
+@pytest.mark.parametrize("method", ["newton", "lbfgs"])
+def test_closed_form_distances(field, points, closed_form, method):
     x, y = (np.array(p) for p in points)
-    space = LearnedMetricManifold(field)
+    space = LearnedMetricManifold(field, method=method)
     expected = closed_form(x, y)
     np.testing.assert_allclose(space.metric.dist(x, y), expected, rtol=1e-6)
     v = space.metric.log(y, x)
     np.testing.assert_allclose(space.metric.norm(v, x), expected, rtol=1e-5)
     np.testing.assert_allclose(space.metric.exp(v, x), y, atol=1e-4)
-    precise = LearnedMetricManifold(field, n_nodes=64, tol=1e-10, rtol=1e-10)
+    precise = LearnedMetricManifold(field, n_nodes=64, tol=1e-10, rtol=1e-10, method=method)
     np.testing.assert_allclose(precise.metric.exp(precise.metric.log(y, x), x), y, atol=1e-7)
 
 
@@ -327,17 +328,22 @@ def test_bad_input(two_metric_space):
         two_metric_space.metric.log(np.zeros((0, 2)), np.zeros(2))
     with pytest.raises(ValueError, match="exactly one"):
         two_metric_space.metric.geodesic(np.zeros(2))
+    with pytest.raises(ValueError, match="method"):
+        LearnedMetricManifold(two_metric_space.field, method="bfgs")
+    with pytest.raises(ValueError, match="method"):
+        solve_boundary_value(two_metric_space.field, np.ones((1, 2)), np.zeros((1, 2)), method="newtons")
 
 
-def test_log_converges_at_fourth_order_under_tight_tolerances(random_space):
+@pytest.mark.parametrize("method", ["newton", "lbfgs"])
+def test_log_converges_at_fourth_order_under_tight_tolerances(random_space, method):
     """Doubling the nodes divides the Log error by ~16 (Richardson), down to ~1e-8 without warnings."""
     x, y = np.array([-2.0, 0.0, 1.0]), np.array([2.0, 1.0, -1.0])
     field = random_space.field
     with warnings.catch_warnings():
         warnings.simplefilter("error", ConvergenceWarning)
-        reference = LearnedMetricManifold(field, n_nodes=128, tol=1e-11, max_iter=20000).metric.log(y, x)
+        reference = LearnedMetricManifold(field, n_nodes=128, tol=1e-11, max_iter=20000, method=method).metric.log(y, x)
         errors = [
-            np.linalg.norm(LearnedMetricManifold(field, n_nodes=n, tol=1e-11).metric.log(y, x) - reference)
+            np.linalg.norm(LearnedMetricManifold(field, n_nodes=n, tol=1e-11, method=method).metric.log(y, x) - reference)
             / np.linalg.norm(reference)
             for n in (16, 32, 64)
         ]
@@ -353,3 +359,77 @@ def test_laplacian_inverse_sqrt_squares_to_the_inverse_laplacian(n_segments):
     np.testing.assert_allclose(root, root.T, atol=1e-14)
     assert np.all(np.linalg.eigvalsh(root) > 0)
     np.testing.assert_allclose(root @ root @ laplacian, np.eye(n_segments - 1), atol=1e-10)
+
+
+@pytest.mark.parametrize(
+    "field, curves",
+    [
+        (SmoothLocalField([[0.0, 0.0, 0.0], [1.0, -1.0, 0.5]], [2 * np.eye(3), np.diag([1.0, 3.0, 0.5])], rho=0.7), None),
+        (HalfSpace(2), np.array([[[0.0, 1.0], [0.4, 1.6], [1.1, 2.0], [1.5, 1.9], [2.0, 1.5], [2.2, 1.0]]])),
+    ],
+)
+def test_curve_energy_hessian_matches_differences_of_the_gradient(field, curves):
+    if curves is None:
+        curves = np.random.default_rng(5).normal(size=(2, 6, 3))
+    energy, gradient, diagonal, upper = curve_energy(field, curves, hessian=True)
+    np.testing.assert_allclose(energy, curve_energy(field, curves)[0], rtol=1e-14)
+    batch, n_nodes, dim = curves.shape
+    n = (n_nodes - 2) * dim
+    dense = np.zeros((batch, n_nodes - 2, dim, n_nodes - 2, dim))
+    for k in range(n_nodes - 2):
+        dense[:, k, :, k] = diagonal[:, k]
+        if k < n_nodes - 3:
+            dense[:, k, :, k + 1] = upper[:, k]
+            dense[:, k + 1, :, k] = np.swapaxes(upper[:, k], -1, -2)
+    dense = dense.reshape(batch, n, n)
+    h = 1e-6
+    for j in range(n):
+        step = np.zeros_like(curves)
+        step[:, 1 + j // dim, j % dim] = h
+        column = (curve_energy(field, curves + step)[1] - curve_energy(field, curves - step)[1])[:, 1:-1] / (2 * h)
+        np.testing.assert_allclose(dense[:, :, j], column.reshape(batch, n), rtol=1e-5, atol=1e-5 * np.abs(dense).max())
+
+
+def test_constant_metric_energy_hessian_is_the_weighted_laplacian():
+    metric = np.array([[2.0, 0.3], [0.3, 1.0]])
+    curves = np.random.default_rng(6).normal(size=(1, 5, 2))
+    _, _, diagonal, upper = curve_energy(ConstantField(metric), curves, hessian=True)
+    np.testing.assert_allclose(diagonal, np.broadcast_to(2 * 4 * 2 * metric, (1, 3, 2, 2)), rtol=1e-14)  # 2N * 2 M
+    np.testing.assert_allclose(upper, np.broadcast_to(-2 * 4 * metric, (1, 2, 2, 2)), rtol=1e-14)  # 2N * (-1) M
+
+
+def test_newton_and_lbfgs_find_the_same_geodesics(random_space):
+    rng = np.random.default_rng(7)
+    x, y = 1.5 * rng.normal(size=(2, 6, 3))
+    newton = solve_boundary_value(random_space.field, y, x, tol=1e-10, method="newton")
+    lbfgs = solve_boundary_value(random_space.field, y, x, tol=1e-10, method="lbfgs")
+    np.testing.assert_allclose(newton.length, lbfgs.length, rtol=1e-12)
+    np.testing.assert_allclose(newton.initial_velocity, lbfgs.initial_velocity, rtol=1e-7, atol=1e-9)
+    assert newton.converged and lbfgs.converged
+    assert newton.n_iter <= 16 < 2 * newton.n_iter < lbfgs.n_iter  # quadratic against superlinear convergence
+
+
+def test_newton_goes_around_a_hill_where_the_hessian_is_indefinite(monkeypatch):
+    """Straight lines across a costly center are near saddles: damped Newton steps still find the L-BFGS geodesic."""
+    from riemlocal import geodesics
+
+    centers = np.array([[0.0, 0.0], [3.0, 3.0], [-3.0, 3.0], [3.0, -3.0], [-3.0, -3.0]])
+    field = SmoothLocalField(centers, np.array([30 * np.eye(2)] + [0.2 * np.eye(2)] * 4), rho=1.0)
+    x, y = np.array([[-2.0, 0.05], [-2.5, 0.3]]), np.array([[2.0, -0.02], [2.5, 0.1]])
+    indefinite = []
+    solve = geodesics._solve_band_spd
+
+    def recording(band, rhs):
+        solution, failed = solve(band, rhs)
+        indefinite.append(failed.any())
+        return solution, failed
+
+    monkeypatch.setattr(geodesics, "_solve_band_spd", recording)
+    newton = solve_boundary_value(field, y, x, method="newton")
+    assert any(indefinite)
+    lbfgs = solve_boundary_value(field, y, x, method="lbfgs")
+    assert newton.converged
+    np.testing.assert_allclose(newton.length, lbfgs.length, rtol=1e-7)
+    np.testing.assert_allclose(newton.curves, lbfgs.curves, atol=1e-5)
+    assert np.all(newton.curves[:, 16, 1] > 0.5)  # around the hill, not through it
+    assert np.all(newton.length < np.linalg.norm(y - x, axis=1) * np.sqrt(field.metric_matrix(np.zeros(2))[0, 0]))

@@ -94,16 +94,42 @@ class MetricField:
         grad = np.einsum("...ijk,...i,...j->...k", dmetric, tangent_vec, tangent_vec)
         return self.metric_vector_product(tangent_vec, base_point), grad
 
-    def segment_energy_terms(self, curves):
-        r""":meth:`energy_terms` of the segments of piecewise-linear curves.
+    def energy_hessian(self, tangent_vec, base_point):
+        r"""Second derivatives of :math:`f(x, v) = v^T M(x) v`, each of shape ``(..., dim, dim)``.
+
+        Returns :math:`\nabla_x^2 f`, the mixed block
+        :math:`[\nabla_x \nabla_v f]_{kj} = 2\, (\partial_k M(x)\, v)_j` and
+        :math:`\nabla_v^2 f = 2 M(x)`: the pieces of the Hessian of the
+        discrete curve energy. Default: :math:`\nabla_x^2 f` by central
+        differences of the gradient from :meth:`energy_terms`.
+        """
+        x = self._check(base_point)
+        v = check_points(tangent_vec, self.dim, "tangent_vec")
+        x, v = np.broadcast_arrays(x, v)
+        h = self.finite_difference_step * (1.0 + np.abs(x))
+        columns = []
+        for k in range(self.dim):
+            step = np.zeros_like(x)
+            step[..., k] = h[..., k]
+            diff = self.energy_terms(v, x + step)[1] - self.energy_terms(v, x - step)[1]
+            columns.append(diff / (2.0 * h[..., k, None]))
+        hessian_x = np.stack(columns, axis=-1)
+        mixed = 2.0 * np.einsum("...jlk,...l->...kj", self.metric_derivative(x), v)
+        return 0.5 * (hessian_x + np.swapaxes(hessian_x, -1, -2)), mixed, 2.0 * self.metric_matrix(x)
+
+    def segment_energy_terms(self, curves, hessian=False):
+        r""":meth:`energy_terms` (and :meth:`energy_hessian`) of the segments of piecewise-linear curves.
 
         For nodes ``curves`` of shape ``(..., N + 1, dim)``, returns
         :math:`M(m_i) d_i` and :math:`\nabla_x (d_i^T M(x) d_i)|_{m_i}`, each of
         shape ``(..., N, dim)``, with :math:`d_i = c_{i+1} - c_i` and
-        :math:`m_i = (c_i + c_{i+1})/2`.
+        :math:`m_i = (c_i + c_{i+1})/2`; with ``hessian=True`` also the three
+        blocks of :meth:`energy_hessian` at :math:`(m_i, d_i)`, each of shape ``(..., N, dim, dim)``.
         """
         curves = np.asarray(curves, dtype=float)
-        return self.energy_terms(np.diff(curves, axis=-2), 0.5 * (curves[..., 1:, :] + curves[..., :-1, :]))
+        steps, midpoints = np.diff(curves, axis=-2), 0.5 * (curves[..., 1:, :] + curves[..., :-1, :])
+        terms = self.energy_terms(steps, midpoints)
+        return tuple(terms) + (tuple(self.energy_hessian(steps, midpoints)) if hessian else ())
 
     def derivative_vector_product(self, tangent_vec, base_point):
         r""":math:`(\sum_k v_k \partial_k M(x))\, v`, shape ``(..., dim)``."""
@@ -164,6 +190,10 @@ class ConstantField(MetricField):
     def energy_terms(self, tangent_vec, base_point):
         mv = self.metric_vector_product(tangent_vec, base_point)
         return mv, np.zeros_like(mv)
+
+    def energy_hessian(self, tangent_vec, base_point):
+        shape = np.broadcast_shapes(np.shape(tangent_vec), np.shape(base_point))[:-1] + self.metric.shape
+        return np.zeros(shape), np.zeros(shape), np.broadcast_to(2.0 * self.metric, shape).copy()
 
     def derivative_vector_product(self, tangent_vec, base_point):
         return np.zeros(np.broadcast_shapes(np.shape(tangent_vec), np.shape(base_point)))

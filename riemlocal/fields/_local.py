@@ -224,29 +224,50 @@ class RBFLocalField(_LocalField):
         r""":math:`w_r (a_r - \bar a)`, :math:`\bar a = \sum_r w_r a_r` for ``values`` a of shape ``(n, R)``."""
         return weights * (values - np.sum(weights * values, axis=1, keepdims=True))
 
-    def _energy_terms(self, weights, half_grad, local, v):
-        r""":math:`M v = \sum_r w_r M_r v` and :math:`\nabla (v^T M v) = \sum_r w_r (q_r - \bar q) g_r`.
+    def _energy_terms(self, weights, half_grad, local, v, hessian=False):
+        r"""First (and with ``hessian=True`` second) derivatives of :math:`f = v^T M(x) v = \sum_r w_r q_r`.
 
-        Here :math:`q_r = v^T M_r v` and :math:`g_r = -\tfrac{2}{\sigma} h_r`.
+        With :math:`q_r = v^T M_r v` and :math:`g_r = -\tfrac{2}{\sigma} h_r`,
+        :math:`h_r = P_r (x - x_r)` (so :math:`\nabla w_r = w_r (g_r - \bar g)`):
+
+        .. math::
+            M v = \sum_r w_r M_r v, \quad
+            \nabla_x f = \sum_r w_r (q_r - \bar q)\, g_r, \quad
+            \nabla_x^2 f = \sum_r w_r (q_r - \bar q)
+                \big[(g_r - \bar g)(g_r - \bar g)^T - \tfrac{2}{\sigma} P_r\big],
+
+        :math:`\nabla_x \nabla_v f = 2 \sum_r w_r (g_r - \bar g)(M_r v)^T` and
+        :math:`\nabla_v^2 f = 2 M(x)`. The :math:`P_r` term vanishes for a
+        global ``proximity`` (:math:`\sum_r w_r (q_r - \bar q) = 0`).
         """
-        quad = (local @ v[:, :, None])[..., 0]
-        coefficients = (-2.0 / self.sigma) * self._centered(weights, quad)
-        return (weights[:, None, :] @ local)[:, 0], (coefficients[:, None, :] @ half_grad)[:, 0]
+        spread = self._centered(weights, (local @ v[:, :, None])[..., 0])  # w_r (q_r - q_bar)
+        terms = ((weights[:, None, :] @ local)[:, 0], (-2.0 / self.sigma) * (spread[:, None, :] @ half_grad)[:, 0])
+        if not hessian:
+            return terms
+        centered = half_grad - (weights[:, None, :] @ half_grad)  # h_r - h_bar = -(sigma / 2) (g_r - g_bar)
+        hessian_x = (4.0 / self.sigma**2) * (spread[:, :, None] * centered).transpose(0, 2, 1) @ centered
+        if self.proximity is None:
+            hessian_x -= (2.0 / self.sigma) * self._blend_metric(spread)
+        mixed = (-4.0 / self.sigma) * (weights[:, :, None] * centered).transpose(0, 2, 1) @ local
+        return terms + (hessian_x, mixed, 2.0 * self._blend_metric(weights))
 
     def energy_terms(self, tangent_vec, base_point):
         return self._map_chunks(lambda x, v: self._energy_terms(*self._blend(x, v), v), base_point, tangent_vec)
 
-    def segment_energy_terms(self, curves):
+    def energy_hessian(self, tangent_vec, base_point):
+        return self._map_chunks(lambda x, v: self._energy_terms(*self._blend(x, v), v, True)[2:], base_point, tangent_vec)
+
+    def segment_energy_terms(self, curves, hessian=False):
         # M_r is linear: M_r c_j at the nodes give M_r d_i (differences) and M_r m_i (means), one product per node
         curves = check_points(curves, self.dim, "curves", min_ndim=2)
         nodes = curves.reshape((-1,) + curves.shape[-2:])
         n_nodes = nodes.shape[1]
         size = max(1, _CHUNK_ELEMENTS // (n_nodes * self.n_centers * self.dim))
-        parts = [self._segment_terms(nodes[start : start + size]) for start in range(0, len(nodes), size)]
-        shape = curves.shape[:-2] + (n_nodes - 1, self.dim)
-        return tuple(np.concatenate(values).reshape(shape) for values in zip(*parts))
+        parts = [self._segment_terms(nodes[start : start + size], hessian) for start in range(0, len(nodes), size)]
+        shape = curves.shape[:-2] + (n_nodes - 1,)
+        return tuple(np.concatenate(values).reshape(shape + values[0].shape[1:]) for values in zip(*parts))
 
-    def _segment_terms(self, nodes):
+    def _segment_terms(self, nodes, hessian):
         batch, n_nodes, dim = nodes.shape
         products = self._local_products(nodes.reshape(-1, dim)).reshape(batch, n_nodes, self.n_centers, dim)
         local = (products[:, 1:] - products[:, :-1]).reshape(-1, self.n_centers, dim)
@@ -255,7 +276,7 @@ class RBFLocalField(_LocalField):
         metric_mid = None
         if self.proximity is None:
             metric_mid = (0.5 * (products[:, 1:] + products[:, :-1])).reshape(-1, self.n_centers, dim)
-        return self._energy_terms(*self._weights(midpoints, metric_mid), local, steps)
+        return self._energy_terms(*self._weights(midpoints, metric_mid), local, steps, hessian)
 
     def _derivative_product(self, weights, half_grad, local, v):
         r""":math:`(\partial_v M) v = \sum_r w_r ((g_r - \bar g) \cdot v) M_r v`."""
