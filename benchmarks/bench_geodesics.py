@@ -8,6 +8,8 @@ with 128 + 256 nodes and tol 1e-10;
 the reference Exp integrates with rtol 1e-12. Exp errors are relative to ``|Exp_x(v) - x|``.
 
 Times are medians over pairs of the median of 3 runs, after one warm-up solve.
+Log uses ``method="auto"``: Newton up to D = 8, L-BFGS above; the last table
+times both minimizers on the same batches.
 
 Run: ``python benchmarks/bench_geodesics.py [--quick]`` (one BLAS thread).
 """
@@ -22,7 +24,7 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 import numpy as np  # noqa: E402
 
 from riemlocal import LearnedMetricManifold, SmoothLocalField  # noqa: E402
-from riemlocal.geodesics import integrate_geodesic  # noqa: E402
+from riemlocal.geodesics import _NEWTON_MAX_DIM, integrate_geodesic  # noqa: E402
 
 
 def random_field(dim, n_centers=10, condition=100.0, seed=0):
@@ -95,6 +97,17 @@ def geomstats_log_ratio(dim, n_pairs):
     return t_theirs / n_pairs, t_single, t_ours / n_pairs, gap
 
 
+def newton_vs_lbfgs(dim, n_pairs):
+    """Per-Log time (ms / pair, batch ``n_pairs``) of both energy minimizers; sets ``method="auto"``'s switch."""
+    field, rng = random_field(dim, seed=1)
+    x, y = 0.5 * rng.normal(size=(2, n_pairs, dim))
+    times = {}
+    for method in ("newton", "lbfgs"):
+        space = LearnedMetricManifold(field, chunk_size=n_pairs, method=method)
+        times[method] = median_time(lambda: space.metric.log(y, x), 3)[0] / n_pairs
+    return times
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="fewer pairs")
@@ -115,6 +128,13 @@ def main():
         theirs, single, ours, gap = geomstats_log_ratio(dim, n_batch)
         print(f"| {dim} | {1e3 * theirs:.1f} | {1e3 * single:.1f} | {1e3 * ours:.2f} "
               f"| {theirs / single:.0f}x / {theirs / ours:.0f}x | {gap:.1e} |")
+    print()
+    print(f"| D | Newton (ms / pair, batch {n_batch}) | L-BFGS (ms / pair) | method='auto' |")
+    print("|---|---|---|---|")
+    for dim in (2, 5, 8, 10, 20):
+        times = newton_vs_lbfgs(dim, n_batch)
+        auto = "newton" if dim <= _NEWTON_MAX_DIM else "lbfgs"
+        print(f"| {dim} | {1e3 * times['newton']:.2f} | {1e3 * times['lbfgs']:.2f} | {auto} |")
 
 
 if __name__ == "__main__":

@@ -19,6 +19,7 @@ References: Hauberg, Freifeld & Black, *A Geometric Take on Metric Learning*,
 NIPS 2012, sec. 3.1 (with the corrected geodesic equation; see DESIGN.md).
 """
 
+import functools
 import warnings
 from dataclasses import dataclass
 
@@ -68,11 +69,11 @@ def curve_energy(field, curves, hessian=False):
     steps = np.diff(curves, axis=-2)
     metric_steps, quadratic_gradients, *second = field.segment_energy_terms(curves, hessian)
     energy = n_segments * np.einsum("...nd,...nd->...", steps, metric_steps)
+    incoming = n_segments * (2.0 * metric_steps + 0.5 * quadratic_gradients)  # d/dc_{i+1} of segment i
+    outgoing = n_segments * (0.5 * quadratic_gradients - 2.0 * metric_steps)  # d/dc_i
     gradient = np.zeros_like(curves)
-    gradient[..., 1:, :] += 2.0 * n_segments * metric_steps
-    gradient[..., :-1, :] -= 2.0 * n_segments * metric_steps
-    gradient[..., 1:, :] += 0.5 * n_segments * quadratic_gradients
-    gradient[..., :-1, :] += 0.5 * n_segments * quadratic_gradients
+    gradient[..., 1:, :] = incoming
+    gradient[..., :-1, :] += outgoing
     if not hessian:
         return energy, gradient
     hessian_x, mixed, hessian_v = (n_segments * block for block in second)
@@ -91,13 +92,23 @@ def _upper_band(diagonal, upper):
     give ``(batch, 2 dim, n dim)`` with ``band[kd + i - j, j] = H[i, j]`` for ``i <= j``.
     """
     batch, n, dim, _ = diagonal.shape
-    kd = 2 * dim - 1
-    band = np.zeros((batch, kd + 1, n * dim))
-    a, c = np.triu_indices(dim)
-    band[:, kd + a - c, dim * np.arange(n)[:, None] + c] = diagonal[:, :, a, c]
-    a, c = np.indices((dim, dim)).reshape(2, -1)
-    band[:, kd - dim + a - c, dim * np.arange(1, n)[:, None] + c] = upper[:, :, a, c]
+    band = np.zeros((batch, 2 * dim, n * dim))
+    (rows, columns, a, c), (upper_rows, upper_columns, ua, uc) = _band_positions(n, dim)
+    band[:, rows, columns] = diagonal[:, :, a, c]
+    band[:, upper_rows, upper_columns] = upper[:, :, ua, uc]
     return band
+
+
+@functools.lru_cache(maxsize=64)
+def _band_positions(n, dim):
+    """Where :func:`_upper_band` puts the entries ``[a, c]`` (``a <= c``) of diagonal blocks and all of upper ones."""
+    kd = 2 * dim - 1
+    a, c = np.triu_indices(dim)
+    ua, uc = np.indices((dim, dim)).reshape(2, -1)
+    return (
+        (kd + a - c, dim * np.arange(n)[:, None] + c, a, c),
+        (kd - dim + ua - uc, dim * np.arange(1, n)[:, None] + uc, ua, uc),
+    )
 
 
 def _solve_band_spd(band, rhs):

@@ -264,8 +264,9 @@ class RBFLocalField(_LocalField):
         n_nodes = nodes.shape[1]
         size = max(1, _CHUNK_ELEMENTS // (n_nodes * self.n_centers * self.dim))
         parts = [self._segment_terms(nodes[start : start + size], hessian) for start in range(0, len(nodes), size)]
+        merged = parts[0] if len(parts) == 1 else [np.concatenate(values) for values in zip(*parts)]
         shape = curves.shape[:-2] + (n_nodes - 1,)
-        return tuple(np.concatenate(values).reshape(shape + values[0].shape[1:]) for values in zip(*parts))
+        return tuple(values.reshape(shape + values.shape[1:]) for values in merged)
 
     def _segment_terms(self, nodes, hessian):
         batch, n_nodes, dim = nodes.shape
