@@ -6,9 +6,11 @@ r"""Geodesic numerics on a smooth :class:`~riemlocal.fields.MetricField`.
       E(c_0, \dots, c_N) = N \sum_{i=0}^{N-1} d_i^T M(m_i)\, d_i, \qquad
       d_i = c_{i+1} - c_i,\ m_i = \tfrac12 (c_i + c_{i+1}),
 
-  over the interior nodes with L-BFGS and the analytic gradient, in variables
-  preconditioned by the Euclidean Hessian :math:`2N\,(\Delta \otimes \bar M)`
-  (the discrete Laplacian :math:`\Delta` is diagonalized by a DST-I). The
+  over the interior nodes, in variables preconditioned by the Euclidean
+  Hessian :math:`2N\,(\Delta \otimes \bar M)` (the discrete Laplacian
+  :math:`\Delta` is diagonalized by a DST-I): by Newton's method on the
+  block-tridiagonal Hessian in low dimension, by L-BFGS with the analytic
+  gradient above (Nocedal & Wright, *Numerical Optimization*, ch. 3 and 7). The
   midpoint rule is second order, so the solve is repeated on a curve with
   twice the nodes and the length and initial velocity are Richardson
   extrapolated (fourth order).
