@@ -193,7 +193,7 @@ point3 = st.lists(st.floats(-2.0, 2.0), min_size=3, max_size=3).map(np.array)
 
 @pytest.fixture(scope="module")
 def precise_space(random_space):
-    return LearnedMetricManifold(random_space.field, n_nodes=32, tol=1e-9)
+    return LearnedMetricManifold(random_space.field, n_nodes=64, tol=1e-9)
 
 
 @settings(max_examples=15, deadline=None)
