@@ -31,6 +31,7 @@ from scipy.linalg.lapack import dpbsv
 from sklearn.exceptions import ConvergenceWarning
 
 from .utils.optimize import batched_lbfgs, batched_newton
+from .utils.validation import check_option
 
 __all__ = ["curve_energy", "BoundaryValueResult", "solve_boundary_value", "integrate_geodesic"]
 
@@ -166,6 +167,7 @@ def laplacian_inverse_sqrt(n_segments):
     return (basis / np.sqrt(2.0 - 2.0 * np.cos(np.pi * k / n_segments))) @ basis
 
 
+METHODS = ("auto", "newton", "lbfgs")  #: energy minimizers of solve_boundary_value
 _UNRESOLVED = 1e-8  # pairs this close (relative to their coordinates) are straight to round-off
 _NEWTON_MAX_DIM = 8  # "auto" takes Newton up to this dimension (above, L-BFGS is faster: benchmarks/bench_geodesics.py)
 _DAMPING = 10.0 ** np.arange(-3, 5)  # Levenberg--Marquardt shifts tried where the energy Hessian is indefinite
@@ -308,9 +310,7 @@ def solve_boundary_value(field, point, base_point, n_nodes=16, tol=1e-7, max_ite
     -------
     BoundaryValueResult
     """
-    if method not in ("auto", "newton", "lbfgs"):
-        raise ValueError(f"method must be 'auto', 'newton' or 'lbfgs', got {method!r}")
-    if method == "auto":
+    if check_option(method, "method", METHODS) == "auto":
         method = "newton" if field.dim <= _NEWTON_MAX_DIM else "lbfgs"
     t = np.linspace(0.0, 1.0, n_nodes + 1)[None, :, None]
     curves = base_point[:, None, :] + t * (point - base_point)[:, None, :]

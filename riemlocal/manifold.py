@@ -14,9 +14,9 @@ import numpy as np
 from geomstats.geometry.euclidean import Euclidean
 from geomstats.geometry.riemannian_metric import RiemannianMetric
 from .fields import MetricField
-from .geodesics import integrate_geodesic, solve_boundary_value
+from .geodesics import METHODS, integrate_geodesic, solve_boundary_value
 from .utils.parallel import parallel_map
-from .utils.validation import check_int, check_points, check_positive
+from .utils.validation import check_int, check_option, check_points, check_positive
 
 __all__ = ["LearnedMetricManifold", "LearnedMetric"]
 
@@ -78,9 +78,7 @@ class LearnedMetric(RiemannianMetric):
         self.n_nodes = check_int(n_nodes, "n_nodes", minimum=2)
         self.tol = check_positive(tol, "tol")
         self.max_iter = check_int(max_iter, "max_iter")
-        if method not in ("auto", "newton", "lbfgs"):
-            raise ValueError(f"method must be 'auto', 'newton' or 'lbfgs', got {method!r}")
-        self.method = method
+        self.method = check_option(method, "method", METHODS)
         self.rtol = check_positive(rtol, "rtol")
         self.chunk_size = check_int(chunk_size, "chunk_size")
         self.n_jobs = n_jobs

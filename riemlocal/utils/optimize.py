@@ -83,13 +83,8 @@ def batched_newton(objective, newton_step, x0, tol, max_iter):
 
     Returns
     -------
-    x : ndarray of shape (batch, n)
-    value : ndarray of shape (batch,)
-        :math:`f_b` at the returned points.
-    n_iter : int
-        Iterations of the slowest problem.
-    gradient_norm : ndarray of shape (batch,)
-        :math:`\max_i |\partial_i f_b|` at the returned points.
+    x, value, n_iter, gradient_norm
+        As for :func:`batched_lbfgs`.
     """
     x0, tol, max_iter = _check(x0, tol, max_iter)
     return _descend(objective, x0, tol, max_iter, _NewtonDirections(newton_step))
