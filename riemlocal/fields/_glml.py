@@ -46,7 +46,7 @@ References
 import numpy as np
 from scipy.special import softmax
 
-from ..utils.validation import check_points, check_positive
+from ..utils.validation import check_points, check_positive, is_positive_definite
 from ._base import MetricField
 
 __all__ = ["GLMLField"]
@@ -143,13 +143,12 @@ class GLMLField(MetricField):
         self.covariances_ = np.stack(
             [np.cov(X[y_index == c], rowvar=False, bias=True).reshape(self.dim, self.dim) for c in range(classes.size)]
         ) + self.alpha * np.eye(self.dim)
-        try:
-            cholesky = np.linalg.cholesky(self.covariances_)
-        except np.linalg.LinAlgError as exc:
+        if not np.all(is_positive_definite(self.covariances_)):
             raise ValueError(
                 f"alpha={self.alpha!r} leaves a singular class covariance (a class with fewer "
                 f"distinct points than dim={self.dim}?); use alpha > 0"
-            ) from exc
+            )
+        cholesky = np.linalg.cholesky(self.covariances_)
         self._precisions = np.linalg.inv(self.covariances_)
         self._precisions = 0.5 * (self._precisions + np.swapaxes(self._precisions, -1, -2))
         log_det = 2.0 * np.log(np.diagonal(cholesky, axis1=-2, axis2=-1)).sum(-1)

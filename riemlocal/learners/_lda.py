@@ -7,7 +7,7 @@ import scipy.linalg
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import validate_data
 
-from ..utils.validation import check_option, check_positive
+from ..utils.validation import check_option, check_positive, is_positive_definite
 from ._base import MetricLearner, check_weights
 
 __all__ = ["LDAMetric"]
@@ -177,10 +177,8 @@ class LDAMetric(MetricLearner):
         total_scale = weights @ ((X - overall) ** 2).sum(axis=1) / weights.sum() / n_features
         lam = self.reg * total_scale if total_scale > 0 else self.reg
         regularized = within + lam * np.eye(n_features)
-        try:
-            np.linalg.cholesky(regularized)
-        except np.linalg.LinAlgError as exc:
-            raise ValueError(f"the within-class scatter is singular with reg={self.reg!r}; use reg > 0") from exc
+        if not is_positive_definite(regularized):
+            raise ValueError(f"the within-class scatter is singular with reg={self.reg!r}; use reg > 0")
 
         if np.trace(between) <= 1e-12 * max(total_scale * n_features, np.finfo(float).tiny):
             metric = np.linalg.inv(regularized)

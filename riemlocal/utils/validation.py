@@ -13,7 +13,26 @@ __all__ = [
     "check_random_state",
     "check_int",
     "solve_spd",
+    "SPD_RTOL",
+    "is_positive_definite",
 ]
+
+#: eigenvalues at or below ``SPD_RTOL`` times the largest one count as zero (rank and definiteness
+#: decisions): far above the rounding of a symmetric eigensolver (about dim * eps relative) for any
+#: dim this library handles, so the decision does not depend on the BLAS kernel
+SPD_RTOL = 1e-10
+
+
+def is_positive_definite(matrices, rtol=SPD_RTOL):
+    """Whether each symmetric matrix of ``(..., D, D)`` is positive definite, shape ``(...)``.
+
+    Decided by eigenvalues relative to the largest in magnitude, never by whether a
+    Cholesky factorization happens to succeed (its last pivot can be a rounding
+    residue such as 1e-8 on a rank-deficient matrix).
+    """
+    eigenvalues = np.linalg.eigvalsh(matrices)
+    largest = np.abs(eigenvalues).max(axis=-1)
+    return (eigenvalues[..., 0] > rtol * largest) & (largest > 0)
 
 
 def check_points(x, dim=None, name="x", min_ndim=1):
@@ -44,7 +63,8 @@ def check_spd(matrices, name="metric", dim=None, rtol=1e-8):
     """Return ``matrices`` of shape ``(..., D, D)`` after checking they are symmetric positive definite.
 
     Symmetry is checked to relative tolerance ``rtol`` and the matrices are then
-    symmetrized exactly; positive definiteness is checked by a Cholesky factorization.
+    symmetrized exactly; positive definiteness is decided by eigenvalues
+    (:func:`is_positive_definite`: the smallest above ``SPD_RTOL`` times the largest).
     """
     arr = check_points(matrices, name=name, min_ndim=2)
     if arr.shape[-1] != arr.shape[-2]:
@@ -56,10 +76,13 @@ def check_spd(matrices, name="metric", dim=None, rtol=1e-8):
     if asym > rtol * max(scale, 1e-300):
         raise ValueError(f"{name} must be symmetric; max |M - M^T| = {asym:.3g}")
     arr = 0.5 * (arr + np.swapaxes(arr, -1, -2))
-    try:
-        np.linalg.cholesky(arr)
-    except np.linalg.LinAlgError as exc:
-        raise ValueError(f"{name} must be positive definite (Cholesky failed)") from exc
+    definite = is_positive_definite(arr)
+    if not np.all(definite):
+        worst = np.linalg.eigvalsh(arr[~definite] if arr.ndim > 2 else arr).reshape(-1, arr.shape[-1])[0]
+        raise ValueError(
+            f"{name} must be positive definite; eigenvalues range from {worst[0]:.3g} to {worst[-1]:.3g} "
+            f"(the smallest must exceed {SPD_RTOL:g} times the largest)"
+        )
     return arr
 
 

@@ -1,0 +1,57 @@
+"""Rank and definiteness are decided by eigenvalues, never by whether LAPACK raises."""
+
+import numpy as np
+import pytest
+
+from riemlocal.fields import ConstantField, GLMLField
+from riemlocal.learners import LDAMetric
+from riemlocal.utils.validation import SPD_RTOL, check_spd, is_positive_definite
+
+
+def _rank_deficient(rng, dim, rank, scale=1.0):
+    factor = rng.standard_normal((dim, rank))
+    return scale * factor @ factor.T
+
+
+@pytest.mark.parametrize("scale", [1e-200, 1e-8, 1.0, 1e8, 1e200])
+def test_rank_deficient_matrices_are_not_definite_at_any_scale(scale):
+    rng = np.random.default_rng(0)
+    for dim in (2, 3, 10, 50):
+        for _ in range(20):
+            matrix = _rank_deficient(rng, dim, dim - 1, scale)
+            # a rounding residue on the null space, of either sign, as different BLAS kernels leave it
+            null = np.linalg.svd(matrix)[0][:, -1]
+            for residue in (-1e-17, 0.0, 1e-17, 1e-13):
+                perturbed = matrix + residue * np.abs(matrix).max() * np.outer(null, null)
+                assert not is_positive_definite(perturbed)
+                with pytest.raises(ValueError, match="metric must be positive definite; eigenvalues range"):
+                    check_spd(perturbed)
+
+
+def test_well_conditioned_matrices_are_definite():
+    rng = np.random.default_rng(1)
+    matrices = np.stack([_rank_deficient(rng, 5, 5) + 1e-3 * np.eye(5) for _ in range(10)])
+    assert is_positive_definite(matrices).all()
+    assert is_positive_definite(np.diag([1.0, 10 * SPD_RTOL]))
+    assert not is_positive_definite(np.diag([1.0, 0.5 * SPD_RTOL]))
+    assert not is_positive_definite(np.zeros((3, 3)))
+    ConstantField(np.diag([1.0, 1e-6]))
+
+
+def test_glml_singular_class_covariance_is_rejected_whatever_cholesky_does():
+    # 3 points in 3-D: a class covariance of rank 2 (the case where OpenBLAS 0.3.30 on an AMD EPYC
+    # lets Cholesky succeed with a last pivot of 8.8e-8)
+    rng = np.random.default_rng(2)
+    for _ in range(20):
+        X = rng.standard_normal((40, 3))
+        y = np.r_[np.zeros(3), np.ones(37)]
+        with pytest.raises(ValueError, match="alpha=0.0 leaves a singular class covariance"):
+            GLMLField(X, y, alpha=0.0)
+        GLMLField(X, y, alpha=1e-3)
+
+
+def test_lda_singular_within_scatter_is_rejected():
+    X = np.c_[np.arange(6.0), np.zeros(6)]  # no within-class spread on the second axis
+    y = np.r_[np.zeros(3), np.ones(3)]
+    with pytest.raises(ValueError, match="within-class scatter is singular with reg=0"):
+        LDAMetric(reg=0.0).fit(X, y)
