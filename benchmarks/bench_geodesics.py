@@ -24,7 +24,7 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 import numpy as np  # noqa: E402
 
 from riemlocal import LearnedMetricManifold, SmoothLocalField  # noqa: E402
-from riemlocal.geodesics import _NEWTON_MAX_DIM, integrate_geodesic  # noqa: E402
+from riemlocal.numerics import NEWTON_MAX_DIM, integrate_geodesic  # noqa: E402
 
 
 def random_field(dim, n_centers=10, condition=100.0, seed=0):
@@ -134,7 +134,7 @@ def main():
     print("|---|---|---|---|")
     for dim in (2, 5, 8, 10, 20):
         times = newton_vs_lbfgs(dim, n_batch)
-        auto = "newton" if dim <= _NEWTON_MAX_DIM else "lbfgs"
+        auto = "newton" if dim <= NEWTON_MAX_DIM else "lbfgs"
         print(f"| {dim} | {1e3 * times['newton']:.2f} | {1e3 * times['lbfgs']:.2f} | {auto} |")
 
 

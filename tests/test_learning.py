@@ -75,16 +75,16 @@ def test_frechet_mean_joint_agrees_with_karcher_and_geomstats(curved_space, rng)
     from geomstats.learning.frechet_mean import FrechetMean as GeomstatsFrechetMean
 
     X = rng.normal(size=(10, 2)) * [1.5, 1.0]
-    joint = FrechetMean(curved_space, method="joint", n_nodes=16).fit(X)
+    joint = FrechetMean(curved_space, method="joint", n_segments=8).fit(X)
     # Karcher's tol=1e-6 needs Logs more accurate than the default ~1e-5: finer curves, tighter tol
-    precise = LearnedMetricManifold(curved_space.field, n_nodes=32, tol=1e-10)
+    precise = LearnedMetricManifold(curved_space.field, n_segments=16, tol=1e-10)
     with warnings.catch_warnings():
         warnings.simplefilter("error", ConvergenceWarning)
         karcher = FrechetMean(precise, method="karcher", tol=1e-6).fit(X)
     euclidean = X.mean(axis=0)
     assert np.linalg.norm(joint.estimate_ - euclidean) > 0.05  # the metric matters here
     assert_allclose(joint.estimate_, karcher.estimate_, atol=1e-5)
-    coarse = FrechetMean(curved_space).fit(X)  # default n_nodes=8: ~1e-4 on this strongly curved field
+    coarse = FrechetMean(curved_space).fit(X)  # default n_segments=4
     assert_allclose(coarse.estimate_, karcher.estimate_, atol=2e-4)
     theirs = GeomstatsFrechetMean(curved_space)
     theirs.optimizer.max_iter, theirs.optimizer.epsilon = 200, 1e-8
