@@ -19,9 +19,17 @@ from scipy.linalg.lapack import dpbsv
 
 from ..utils.optimize import batched_lbfgs, batched_newton
 from ..utils.validation import check_option
-from ._energy import curve_energy, laplacian_inverse_sqrt, quadrature_gap, refine
+from ._energy import curve_energy, laplacian_inverse_sqrt, refine, trapezoid_energy
 
-__all__ = ["METHODS", "EnergyMinimum", "Extrapolation", "minimize_curve_energy", "extrapolate_levels", "resolve_method"]
+__all__ = [
+    "METHODS",
+    "EnergyMinimum",
+    "Extrapolation",
+    "mean_metric_factors",
+    "minimize_curve_energy",
+    "extrapolate_levels",
+    "resolve_method",
+]
 
 METHODS = ("auto", "newton", "lbfgs")  #: energy minimizers
 NEWTON_MAX_DIM = 8  # "auto" takes Newton up to this dimension (above, L-BFGS is faster: benchmarks/bench_geodesics.py)
@@ -62,7 +70,14 @@ class EnergyMinimum:
     gradient_norm: np.ndarray
 
 
-def minimize_curve_energy(field, curves, weights=None, free_start=False, method="auto", tol=1e-7, max_iter=2000):
+def mean_metric_factors(field, curves, weights):
+    """Cholesky factors :math:`L_b` of :math:`\\bar M_b` at the weighted centroid of each problem's nodes, and their inverses."""
+    centroids = np.einsum("pc,pcnd->pd", weights, curves) / curves.shape[2]
+    factors = np.linalg.cholesky(field.metric_matrix(centroids))
+    return factors, np.linalg.inv(factors)
+
+
+def minimize_curve_energy(field, curves, weights=None, free_start=False, method="auto", tol=1e-7, max_iter=2000, factors=None):
     r"""Minimize :math:`\sum_i p_{bi} E(c_{bi})` of every problem :math:`b` over its free nodes.
 
     The free nodes are the interior nodes of every curve and, with
@@ -98,6 +113,8 @@ def minimize_curve_energy(field, curves, weights=None, free_start=False, method=
     method : {"auto", "newton", "lbfgs"}, default="auto"
     tol : float, default=1e-7
     max_iter : int, default=2000
+    factors : tuple of ndarray of shape (n_problems, dim, dim), default=None
+        :math:`L_b` and :math:`L_b^{-1}` (:func:`mean_metric_factors`, the default), to reuse them across calls.
 
     Returns
     -------
@@ -114,7 +131,8 @@ def minimize_curve_energy(field, curves, weights=None, free_start=False, method=
     if not active.all():
         energy[~active] = np.einsum("pc,pc->p", weights[~active], curve_energy(field, curves[~active])[0])
     if active.any():
-        chart = _Chart(field, curves[active], weights[active], free_start, method == "newton")
+        factors = mean_metric_factors(field, curves, weights) if factors is None else factors
+        chart = _Chart(field, curves[active], weights[active], free_start, method == "newton", *(f[active] for f in factors))
         z0 = np.zeros((int(active.sum()), chart.n_variables))
         if method == "newton":
             z, value, n_iter, gradient_norm[active] = batched_newton(chart.objective, chart.newton_step, z0, tol, max_iter)
@@ -128,13 +146,11 @@ def minimize_curve_energy(field, curves, weights=None, free_start=False, method=
 class _Chart:
     """The preconditioned variables of :func:`minimize_curve_energy` and the objective in them."""
 
-    def __init__(self, field, curves, weights, free_start, newton):
+    def __init__(self, field, curves, weights, free_start, newton, factors, inverse_factors):
         self.field, self.start, self.weights, self.free_start, self.newton = field, curves, weights, free_start, newton
         n_problems, n_curves, n_nodes, dim = curves.shape
         self.n_segments = n_nodes - 1
-        centroids = np.einsum("pc,pcnd->pd", weights, curves) / n_nodes
-        self.factors = np.linalg.cholesky(field.metric_matrix(centroids))  # L, (problems, dim, dim)
-        self.inverse_factors = np.linalg.inv(self.factors)
+        self.factors, self.inverse_factors = factors, inverse_factors  # L and L^{-1}, (problems, dim, dim)
         straight = np.einsum("pcd,pde->pce", curves[:, :, -1] - curves[:, :, 0], self.factors)
         self.normalizer = np.einsum("pc,pc->p", weights, np.sum(straight**2, axis=-1))  # E^0
         self.lengths = np.sqrt(self.normalizer)
@@ -253,9 +269,10 @@ class Extrapolation:
     n_iter : int
         Iterations summed over the levels (slowest problem of each).
     unresolved : ndarray of shape (n_problems,)
-        0 where the metric is resolved along the finest curves: their
-        :func:`quadrature_gap` fell by at least ``RESOLVED_RATIO`` from the
-        level before; elsewhere that gap (the Romberg estimate is then void).
+        0 where the metric is resolved along the finest curves: the relative
+        gap between their :func:`trapezoid_energy` and their (midpoint)
+        energy fell by at least ``RESOLVED_RATIO`` from the level before;
+        elsewhere that gap (the Romberg estimate is then void).
     optimized : ndarray of bool of shape (n_problems,)
         Whether the minimization met ``tol`` at every level.
     """
@@ -285,9 +302,9 @@ def extrapolate_levels(field, curves, measure, accept, max_segments, *, weights=
     and its error estimate ``ERROR_SAFETY`` times the difference to the entry
     before (the error of the lower-order value, Romberg's classical estimate,
     with a safety factor). That expansion, and the estimate, hold only where
-    the segments resolve the metric; where the :func:`quadrature_gap` of the
-    curves does not fall like :math:`N^{-2}`, the gap is reported as
-    ``unresolved``. From the third level on, every problem for which
+    the segments resolve the metric; where the relative gap between the
+    trapezoid and the midpoint energy (:func:`trapezoid_energy`) does not
+    fall like :math:`N^{-2}`, the gap is reported as ``unresolved``. From the third level on, every problem for which
     ``accept(value, error, unresolved, rows)`` holds stops; the others are
     refined until their finest level would exceed ``max_segments``.
 
@@ -314,10 +331,13 @@ def extrapolate_levels(field, curves, measure, accept, max_segments, *, weights=
     weights = np.full((n_problems, n_curves), 1.0 / n_curves) if weights is None else np.asarray(weights, dtype=float)
     rows, n_segments, level, previous, n_iter = np.arange(n_problems), curves.shape[2] - 1, 0, None, 0
     value = error = previous_gap = None
+    factors = mean_metric_factors(field, curves, weights)
     finest, segments, optimized = [None] * n_problems, np.zeros(n_problems, dtype=int), np.ones(n_problems, dtype=bool)
     unresolved = np.zeros(n_problems)
     while True:
-        minimum = minimize_curve_energy(field, curves, weights[rows], free_start, method, tol, max_iter)
+        minimum = minimize_curve_energy(
+            field, curves, weights[rows], free_start, method, tol, max_iter, tuple(f[rows] for f in factors)
+        )
         n_iter += minimum.n_iter
         optimized[rows] &= minimum.gradient_norm <= STALL_FACTOR * tol
         row = [measure(minimum, rows)]
@@ -327,8 +347,9 @@ def extrapolate_levels(field, curves, measure, accept, max_segments, *, weights=
             value, error = np.empty((n_problems,) + row[0].shape[1:]), np.empty((n_problems,) + row[0].shape[1:])
         value[rows] = row[-1]
         error[rows] = ERROR_SAFETY * (row[-1] - row[-2]) if level else np.inf
-        gap = quadrature_gap(field, minimum.curves).max(axis=1)
-        unresolved[rows] = gap if previous_gap is None else np.where(previous_gap >= RESOLVED_RATIO * gap, 0.0, gap)
+        gap = _quadrature_gap(field, minimum, weights[rows]) if level else None  # compared from level 1 on
+        if level:
+            unresolved[rows] = gap if level == 1 else np.where(previous_gap >= RESOLVED_RATIO * gap, 0.0, gap)
         segments[rows] = n_segments
         for i, curve in zip(rows, minimum.curves):
             finest[i] = curve
@@ -337,5 +358,11 @@ def extrapolate_levels(field, curves, measure, accept, max_segments, *, weights=
             done |= accept(value[rows], error[rows], unresolved[rows], rows)
         if done.all():
             return Extrapolation(value, error, unresolved, finest, segments, n_iter, optimized)
-        rows, previous, previous_gap = rows[~done], [entry[~done] for entry in row], gap[~done]
+        rows, previous, previous_gap = rows[~done], [entry[~done] for entry in row], None if gap is None else gap[~done]
         curves, n_segments, level = refine(minimum.curves[~done]), 2 * n_segments, level + 1
+
+
+def _quadrature_gap(field, minimum, weights):
+    """Relative gap between the trapezoid and the midpoint energy of each problem's minimized curves (0 for no energy)."""
+    gap = np.abs(np.einsum("pc,pc->p", weights, trapezoid_energy(field, minimum.curves)) - minimum.energy)
+    return np.divide(gap, minimum.energy, out=np.zeros_like(gap), where=minimum.energy > 0)
