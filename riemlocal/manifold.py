@@ -14,7 +14,7 @@ import numpy as np
 from geomstats.geometry.euclidean import Euclidean
 from geomstats.geometry.riemannian_metric import RiemannianMetric
 from .fields import MetricField
-from .numerics import CHUNK_SIZE, EnergyLogSolver, ODEExpSolver
+from .numerics import CHUNK_SIZE, RTOL, EnergyLogSolver, ODEExpSolver
 from .utils.validation import check_points
 
 __all__ = ["LearnedMetricManifold", "LearnedMetric"]
@@ -33,13 +33,14 @@ class LearnedMetric(RiemannianMetric):
     space : LearnedMetricManifold
     field : MetricField
         A smooth field (``field.is_smooth``).
-    n_segments, max_segments, tol, max_iter, method
-        Options of the Log solver, :class:`~riemlocal.numerics.EnergyLogSolver`.
     rtol : float, default=1e-6
         Requested relative accuracy: of the distance (Log solver) and of the
         integrator (Exp solver, :class:`~riemlocal.numerics.ODEExpSolver`).
     chunk_size, n_jobs, verbose
         Batching options of both solvers.
+    **log_options
+        Further options of the Log solver, :class:`~riemlocal.numerics.EnergyLogSolver`:
+        ``n_segments``, ``log_rtol``, ``max_segments``, ``tol``, ``max_iter``, ``method``.
 
     Attributes
     ----------
@@ -51,15 +52,11 @@ class LearnedMetric(RiemannianMetric):
         self,
         space,
         field,
-        n_segments=8,
-        max_segments=1024,
-        tol=1e-7,
-        max_iter=2000,
-        method="auto",
-        rtol=1e-6,
+        rtol=RTOL,
         chunk_size=CHUNK_SIZE,
         n_jobs=None,
         verbose=False,
+        **log_options,
     ):
         super().__init__(space)
         if not isinstance(field, MetricField):
@@ -72,9 +69,7 @@ class LearnedMetric(RiemannianMetric):
         self.field = field
         batching = dict(chunk_size=chunk_size, n_jobs=n_jobs, verbose=verbose)
         self.exp_solver = ODEExpSolver(field, rtol=rtol, **batching)
-        self.log_solver = EnergyLogSolver(
-            field, n_segments, rtol, max_segments, tol=tol, max_iter=max_iter, method=method, **batching
-        )
+        self.log_solver = EnergyLogSolver(field, rtol=rtol, **log_options, **batching)
 
     # -- tensors -----------------------------------------------------------------
     def _points(self, x, name):
@@ -145,7 +140,7 @@ class LearnedMetricManifold(Euclidean):
     field : MetricField
         A smooth field, e.g. :class:`~riemlocal.fields.SmoothLocalField`.
     **solver_options
-        Passed to :class:`LearnedMetric` (``n_segments``, ``max_segments``, ``tol``,
+        Passed to :class:`LearnedMetric` (``n_segments``, ``log_rtol``, ``max_segments``, ``tol``,
         ``max_iter``, ``method``, ``rtol``, ``chunk_size``, ``n_jobs``, ``verbose``),
         which builds the default solvers from them.
 

@@ -14,6 +14,7 @@ from ._minimize import (
 from ._solvers import (
     CHUNK_SIZE,
     EXP_ATOL_FACTOR,
+    RTOL,
     BoundaryValueResult,
     EnergyLogSolver,
     ODEExpSolver,
@@ -37,6 +38,7 @@ __all__ = [
     "resolve_method",
     "CHUNK_SIZE",
     "EXP_ATOL_FACTOR",
+    "RTOL",
     "BoundaryValueResult",
     "EnergyLogSolver",
     "ODEExpSolver",

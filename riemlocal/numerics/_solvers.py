@@ -27,10 +27,11 @@ from ..utils.validation import check_int, check_option, check_points, check_posi
 from ._energy import initial_velocity
 from ._minimize import METHODS, UNRESOLVED, extrapolate_levels
 
-__all__ = ["BoundaryValueResult", "EnergyLogSolver", "ODEExpSolver", "integrate_geodesic", "solve_boundary_value"]
+__all__ = ["CHUNK_SIZE", "EXP_ATOL_FACTOR", "RTOL", "BoundaryValueResult", "EnergyLogSolver", "ODEExpSolver", "integrate_geodesic", "solve_boundary_value"]
 
 CHUNK_SIZE = 16  #: default pairs solved jointly in one vectorized problem
 EXP_ATOL_FACTOR = 1e-2  #: Exp's absolute tolerance is ``rtol * EXP_ATOL_FACTOR``
+RTOL = 1e-6  #: default relative tolerance of Exp and of distances
 
 
 def integrate_geodesic(field, tangent_vec, base_point, t_eval=(1.0,), rtol=1e-9, atol=1e-11, max_step=np.inf):
@@ -103,7 +104,7 @@ class ODEExpSolver:
 
     solves_ivp = True  # geomstats: geodesic_ivp is available
 
-    def __init__(self, field, rtol=1e-6, chunk_size=CHUNK_SIZE, n_jobs=None, verbose=False):
+    def __init__(self, field, rtol=RTOL, chunk_size=CHUNK_SIZE, n_jobs=None, verbose=False):
         self.field, self.rtol, self.chunk_size, self.n_jobs, self.verbose = field, rtol, chunk_size, n_jobs, verbose
         self._check()
 
@@ -226,7 +227,7 @@ class EnergyLogSolver:
         self,
         field,
         n_segments=8,
-        rtol=1e-6,
+        rtol=RTOL,
         log_rtol=1e-4,
         max_segments=1024,
         tol=1e-7,
