@@ -284,3 +284,16 @@ def test_bodyshape_loo_closed_form_and_clusters(rng):
     assert_allclose(loo_absolute_errors(X, y), brute, rtol=1e-10)
     labels = equal_size_clusters(np.array([5.0, 1.0, 3.0, 2.0, 4.0, 0.0]), 3)
     assert_allclose(labels, [2, 0, 1, 1, 2, 0])
+
+
+def test_frechet_mean_joint_is_certified_or_warns(curved_space, rng):
+    X = rng.normal(size=(8, 2)) * [1.5, 1.0]
+    mean = FrechetMean(curved_space).fit(X)
+    assert mean.error_estimate_ <= 1e-6  # the default rtol, met by refining the curves
+    with pytest.warns(ConvergenceWarning, match="estimated relative error"):
+        capped = FrechetMean(curved_space, rtol=1e-12, max_segments=16).fit(X)
+    # levels 4, 8, 16 only: the estimate bounds the actual error, measured against the certified mean
+    difference = capped.estimate_ - mean.estimate_
+    rms = np.sqrt(np.mean(curved_space.metric.squared_dist(X, mean.estimate_)))
+    error = np.sqrt(difference @ curved_space.metric.metric_matrix(mean.estimate_) @ difference) / rms
+    assert 1e-6 < error <= capped.error_estimate_
