@@ -25,7 +25,7 @@ from sklearn.neighbors import KNeighborsClassifier
 from sklearn.preprocessing import StandardScaler
 
 from riemlocal.learners import BoostMetric, CCMLMetric, LMNNMetric
-from riemlocal.learners._ccml import ccknn_predict
+from riemlocal.neighbors import ccknn_predict
 
 
 def knn_error(Z_train, y_train, Z_test, y_test, k=3):

@@ -10,7 +10,7 @@ from sklearn.utils.estimator_checks import parametrize_with_checks
 from helpers import CovarianceLearner
 from riemlocal.distances import distance
 from riemlocal.fields import LazyField
-from riemlocal.learners._ccml import ccknn_scores
+from riemlocal.neighbors import ccknn_scores
 from riemlocal.neighbors import LocalMetricKNN
 from riemlocal.placement import fit_local_metric
 

@@ -9,7 +9,8 @@ from scipy.special import softmax
 
 from helpers import CovarianceLearner
 from riemlocal.fields import ConstantField, LazyField, NearestLocalField, RBFLocalField, SmoothLocalField
-from riemlocal.placement import WEIGHT_FLOOR, LocalMetrics, condition_metric, fit_local_metric
+from riemlocal.learners import WEIGHT_FLOOR, condition_metric, fit_local_metric
+from riemlocal.placement import LocalMetrics
 
 CALLS = {}
 

@@ -12,8 +12,8 @@ from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import validate_data
 from tqdm.auto import tqdm
 
-from ..utils.validation import check_int, check_option, check_positive
-from ._base import MetricLearner, check_weights
+from ..utils.validation import check_int, check_option, check_positive, check_weights
+from ._base import MetricLearner
 
 __all__ = ["BoostMetric"]
 

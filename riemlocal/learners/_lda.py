@@ -7,8 +7,8 @@ import scipy.linalg
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import validate_data
 
-from ..utils.validation import check_option, check_positive, is_positive_definite
-from ._base import MetricLearner, check_weights
+from ..utils.validation import check_option, check_positive, check_weights, is_positive_definite
+from ._base import MetricLearner
 
 __all__ = ["LDAMetric"]
 

@@ -12,8 +12,8 @@ from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import validate_data
 from tqdm.auto import tqdm
 
-from ..utils.validation import check_int, check_option, check_points, check_positive, check_random_state
-from ._base import MetricLearner, check_weights, components_from_metric
+from ..utils.validation import check_int, check_option, check_points, check_positive, check_random_state, check_weights
+from ._base import MetricLearner, components_from_metric
 
 __all__ = ["LMNNMetric"]
 
