@@ -104,7 +104,7 @@ def test_class_field_reads_the_class_metric_of_training_points(data):
 def test_class_weights_are_class_members_and_their_neighbours(data):
     X, y = data
     calls = CALLS.setdefault("class", [])
-    placement = LocalMetrics(SpyLearner(tag="class"), where="class", n_neighbors=4).fit(X, y)
+    placement = LocalMetrics(SpyLearner(tag="class"), where="class", n_local=4).fit(X, y)
     local = calls[1:]  # calls[0] is the global fit on everything
     assert calls[0]["w"] is None and len(calls[0]["X"]) == 60
     assert len(local) == 3
@@ -120,7 +120,7 @@ def test_class_weights_are_class_members_and_their_neighbours(data):
 def test_exemplar_fits_use_the_neighbourhood_of_each_point(data):
     X, y = data
     calls = CALLS.setdefault("exemplar", [])
-    placement = LocalMetrics(SpyLearner(tag="exemplar"), where="exemplar", n_neighbors=10).fit(X, y)
+    placement = LocalMetrics(SpyLearner(tag="exemplar"), where="exemplar", n_local=10).fit(X, y)
     mapped = X @ np.linalg.cholesky(placement.global_metric_)
     for i, call in enumerate(calls[1:]):
         sq = ((mapped - mapped[i]) ** 2).sum(-1)
@@ -198,7 +198,7 @@ def test_learner_without_sample_weight_is_refused_for_weighted_fits(data):
 @pytest.mark.parametrize(
     "params, message",
     [(dict(where="cluster"), "where must be one of"), (dict(rank=0), "rank must be"),
-     (dict(where="exemplar", n_neighbors=0), "n_neighbors must be an int >= 1"),
+     (dict(where="exemplar", n_local=0), "n_local must be an int >= 1"),
      (dict(where="reference", sigma=-1.0), "sigma must be > 0"),
      (dict(where="reference", n_references=0), "n_references must be an int >= 1")],
 )
@@ -216,9 +216,9 @@ def test_single_class_is_refused(data):
 
 def test_n_jobs_gives_the_same_metrics(data):
     X, y = data
-    one = LocalMetrics(CovarianceLearner(), where="exemplar", n_neighbors=15).fit(X, y)
+    one = LocalMetrics(CovarianceLearner(), where="exemplar", n_local=15).fit(X, y)
     with parallel_config(backend="threading"):  # loky start-up is slow on a shared machine
-        two = LocalMetrics(CovarianceLearner(), where="exemplar", n_neighbors=15, n_jobs=2).fit(X, y)
+        two = LocalMetrics(CovarianceLearner(), where="exemplar", n_local=15, n_jobs=2).fit(X, y)
     np.testing.assert_allclose(one.metrics_, two.metrics_)
 
 
