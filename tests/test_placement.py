@@ -271,3 +271,42 @@ def test_lazy_field_bad_input(data, kwargs, error, message):
         LazyField(CovarianceLearner(), X, y[:-1])
     with pytest.raises(ValueError, match="last axis of length dim=3"):
         LazyField(CovarianceLearner(), X, y).metric_matrix(np.zeros(2))
+
+
+def brute_force_bandwidth(mapped, reference_indices):
+    """Median over samples of the squared distance to the nearest reference other than the sample itself."""
+    sq = ((mapped[:, None] - mapped[reference_indices]) ** 2).sum(-1)
+    sq[reference_indices, np.arange(len(reference_indices))] = np.inf
+    nearest = sq.min(axis=1)
+    return np.median(nearest[np.isfinite(nearest)])
+
+
+@pytest.mark.parametrize("n_references", [30, 45, 60])
+def test_auto_bandwidth_stays_positive_when_half_or_more_are_references(data, n_references):
+    X, y = data
+    placement = LocalMetrics(CovarianceLearner(), where="reference", n_references=n_references, random_state=0)
+    placement.fit(X, y)
+    mapped = X @ np.linalg.cholesky(placement.global_metric_)
+    expected = brute_force_bandwidth(mapped, placement.reference_indices_)
+    assert expected > 0.1  # the plain nearest-reference median was 0 here (2.2e-308 after flooring)
+    np.testing.assert_allclose(placement.sigma_, expected, rtol=1e-12)
+    spread = np.ptp(placement.metrics_.reshape(n_references, -1), axis=0).max()
+    assert spread > 1e-3 * np.abs(placement.metrics_).max()  # reference metrics differ (they all coincided before)
+
+
+def test_auto_bandwidth_with_two_samples_gives_finite_metrics():
+    X, y = np.array([[0.0, 0.0], [1.0, 2.0]]), np.array([0, 1])
+    placement = LocalMetrics(CovarianceLearner(), where="reference", random_state=0).fit(X, y)
+    mapped = X @ np.linalg.cholesky(placement.global_metric_)
+    np.testing.assert_allclose(placement.sigma_, np.sum((mapped[0] - mapped[1]) ** 2), rtol=1e-12)
+    assert np.all(np.isfinite(placement.metrics_))
+
+
+def test_auto_bandwidth_of_coincident_points_is_refused(data):
+    X, y = data
+    X = np.repeat(X[:6], 10, axis=0)
+    y = np.repeat(y[[0, 1, 2, 20, 21, 40]], 10)
+    with pytest.raises(ValueError, match="sigma='auto' is 0"):
+        LocalMetrics(CovarianceLearner(), where="reference", n_references=40, random_state=0).fit(X, y)
+    sigma = LocalMetrics(CovarianceLearner(), where="reference", n_references=40, sigma=1.0, random_state=0).fit(X, y)
+    assert sigma.sigma_ == 1.0

@@ -27,13 +27,28 @@ def class_weights(neighbours, y, n_classes):
 
 
 def auto_bandwidth(mapped, center_indices):
-    """Median squared distance from each point to its nearest center (its nearest other center when all are centers)."""
+    r"""Median squared distance from each point to its nearest center other than itself.
+
+    .. math::
+        \sigma = \operatorname{median}_i \min_{r:\, x_r \ne x_i\ \text{as a sample}} \|z_i - z_r\|^2 .
+
+    Leaving the point's own center out (as eq. 16 does) keeps :math:`\sigma`
+    positive when half or more of the points are centers, where the plain
+    nearest-center median is 0. Raises when it is still 0 (coincident points).
+    """
     centers = mapped[center_indices]
-    if len(center_indices) == len(mapped):
-        distances = NearestNeighbors(n_neighbors=2).fit(centers).kneighbors(mapped)[0][:, 1]
-    else:
-        distances = np.sqrt((((mapped[:, None] - centers) ** 2).sum(-1)).min(1))
-    return float(max(np.median(distances**2), np.finfo(float).tiny))
+    n_query = min(2, len(centers))
+    distances, nearest = NearestNeighbors(n_neighbors=n_query).fit(centers).kneighbors(mapped)
+    is_self = center_indices[nearest[:, 0]] == np.arange(len(mapped))
+    other = distances[:, 1] if n_query == 2 else np.full(len(mapped), np.inf)
+    sq_nearest = np.where(is_self, other, distances[:, 0]) ** 2
+    sigma = float(np.median(sq_nearest[np.isfinite(sq_nearest)]))
+    if not sigma > 0.0:
+        raise ValueError(
+            "sigma='auto' is 0: at least half of the samples coincide with a center (duplicated points?); "
+            "pass a positive sigma"
+        )
+    return sigma
 
 
 def reference_weights(sq_distances, sigma):
