@@ -144,7 +144,7 @@ def relative_reg_covar(X_train, scale=1e-2):
 def fit_riemlocal(name, X_train, y_train):
     learner = getattr(rl_learners, name)()
     params = learner.get_params()
-    learner.set_params(**{key: value for key, value in (("random_state", 0), ("n_neighbors", 3)) if key in params})
+    learner.set_params(**{key: value for key, value in (("random_state", 0), ("n_neighbors", 3), ("n_targets", 3)) if key in params})
     start = time.perf_counter()
     learner.fit(X_train, y_train)
     return learner.components_, time.perf_counter() - start
