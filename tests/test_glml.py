@@ -8,6 +8,7 @@ from scipy.stats import multivariate_normal, ortho_group
 
 from riemlocal.datasets import make_rotated_gaussians
 from riemlocal.fields import GLMLField
+from riemlocal.manifold import LearnedMetricManifold
 
 
 def gaussian_classes(rng, n_classes=3, dim=3, n_per_class=40):
@@ -249,8 +250,6 @@ def test_smooth_form_is_a_smooth_blend_of_the_glml_metrics_at_its_centers():
 
 
 def test_exp_of_log_is_the_identity_on_the_smooth_glml_manifold():
-    from riemlocal.manifold import LearnedMetricManifold
-
     X, y = two_gaussians_2d()
     metric = LearnedMetricManifold(GLMLField(X, y, gamma=0.5).smooth_field(X[::3])).metric
     base_point, point = np.array([[-0.5, 0.2], [0.3, 1.2]]), np.array([[1.8, 0.4], [0.9, -0.6]])

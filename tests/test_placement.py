@@ -10,7 +10,8 @@ from scipy.special import softmax
 from helpers import CovarianceLearner
 from riemlocal.fields import ConstantField, LazyField, NearestLocalField, RBFLocalField, SmoothLocalField
 from riemlocal.learners import WEIGHT_FLOOR, condition_metric, fit_local_metric
-from riemlocal.placement import LocalMetrics
+from riemlocal.placement import LocalMetrics, interpolate
+from riemlocal.placement._regions import class_weights
 
 CALLS = {}
 
@@ -310,3 +311,22 @@ def test_auto_bandwidth_of_coincident_points_is_refused(data):
         LocalMetrics(CovarianceLearner(), where="reference", n_references=40, random_state=0).fit(X, y)
     sigma = LocalMetrics(CovarianceLearner(), where="reference", n_references=40, sigma=1.0, random_state=0).fit(X, y)
     assert sigma.sigma_ == 1.0
+
+
+def test_class_weights_mark_members_and_their_neighbourhoods():
+    neighbours = np.array([[0, 3], [1, 2], [2, 1], [3, 0], [4, 1]])
+    y = np.array([0, 1, 1, 0, 2])
+    weights = class_weights(neighbours, y, 3)
+    np.testing.assert_array_equal(weights, [[1, 0, 0, 1, 0], [0, 1, 1, 0, 0], [0, 1, 0, 0, 1]])
+
+
+@pytest.mark.parametrize("kind, field_type", [("nearest", NearestLocalField), ("rbf", RBFLocalField), ("smooth", SmoothLocalField)])
+def test_interpolate_builds_the_field_of_its_kind(data, kind, field_type):
+    placement = LocalMetrics(CovarianceLearner(), where="reference", n_references=6, random_state=0).fit(*data)
+    field = interpolate(placement, kind, rho=3.0)
+    assert type(field) is field_type
+    x = data[0][:4] + 0.1
+    builders = {"nearest": placement.nearest_field, "rbf": placement.rbf_field, "smooth": lambda: placement.smooth_field(3.0)}
+    np.testing.assert_array_equal(field.metric_matrix(x), builders[kind]().metric_matrix(x))
+    with pytest.raises(ValueError, match="interpolation must be one of"):
+        interpolate(placement, "cubic")

@@ -7,8 +7,7 @@ parameters against this table before it fits anything.
 """
 
 from ..distances import RULES
-from ..placement import INTERPOLATIONS
-from ..placement import WHERE as PLACEMENTS
+from ..placement import INTERPOLATIONS, PLACEMENTS
 from ..utils.validation import check_option
 
 __all__ = ["WHERE", "RULES_BY_STRUCTURE", "LAZY_STRUCTURE", "field_structure", "check_where_rule"]
@@ -26,13 +25,17 @@ RULES_BY_STRUCTURE = {
     "smooth": (RULES, ""),
     "piecewise constant": (
         tuple(rule for rule in RULES if rule != "geodesic"),
-        "a smooth field; a piecewise-constant field (interpolation='nearest') has no geodesics: "
-        "use rule='line' or interpolation='rbf'/'smooth'",
+        (
+            "a smooth field; a piecewise-constant field (interpolation='nearest') has no geodesics: "
+            "use rule='line' or interpolation='rbf'/'smooth'"
+        ),
     ),
     "learned at points": (
         ("test", "train"),
-        "the metric along whole curves; a lazy field is learned at points only, so use rule='test' (Lazy) "
-        "or 'train' (online per-exemplar)",
+        (
+            "the metric along whole curves; a lazy field is learned at points only, so use rule='test' (Lazy) "
+            "or 'train' (online per-exemplar)"
+        ),
     ),
 }
 

@@ -25,7 +25,7 @@ times rules, not separate code paths.
 
 from ..learners import condition_metric, fit_local_metric
 from ._interpolation import INTERPOLATIONS, interpolate
-from ._local_metrics import NEIGHBOURHOOD_SIZES, PROXIMITIES, WHERE, LocalMetrics, default_learner
+from ._local_metrics import NEIGHBOURHOOD_SIZES, PLACEMENTS, PROXIMITIES, LocalMetrics, default_learner
 from ._regions import auto_bandwidth
 
 __all__ = [
@@ -35,7 +35,7 @@ __all__ = [
     "default_learner",
     "fit_local_metric",
     "condition_metric",
-    "WHERE",
+    "PLACEMENTS",
     "INTERPOLATIONS",
     "NEIGHBOURHOOD_SIZES",
     "PROXIMITIES",

@@ -12,10 +12,10 @@ from ..learners import LDAMetric, check_rank, condition_metric, fit_local_metric
 from ..utils.validation import check_int, check_option, check_positive, check_random_state
 from ._regions import auto_bandwidth, class_weights, leave_one_out_smoothing, neighbourhoods, reference_weights
 
-__all__ = ["LocalMetrics", "default_learner", "WHERE", "NEIGHBOURHOOD_SIZES", "PROXIMITIES"]
+__all__ = ["LocalMetrics", "default_learner", "PLACEMENTS", "NEIGHBOURHOOD_SIZES", "PROXIMITIES"]
 
-#: placements of :class:`LocalMetrics`
-WHERE = ("global", "class", "exemplar", "reference")
+#: names accepted by ``LocalMetrics(where=...)``
+PLACEMENTS = ("global", "class", "exemplar", "reference")
 #: ``n_local="auto"``: neighbourhood size per placement (``"lazy"``: S of a LazyField)
 NEIGHBOURHOOD_SIZES = {"class": 20, "exemplar": 50, "lazy": 50}
 #: nearness of a nearest-center field: the global metric (eq. 13) or each center's own (eq. 21)
@@ -171,7 +171,7 @@ class LocalMetrics(BaseEstimator):
         -------
         self : LocalMetrics
         """
-        check_option(self.where, "where", WHERE)
+        check_option(self.where, "where", PLACEMENTS)
         check_rank(self.rank)
         check_positive(self.ridge, "ridge", strict=False)
         X, y = validate_data(self, X, y, ensure_min_samples=2)
