@@ -10,7 +10,7 @@ from scipy.special import softmax
 from helpers import CovarianceLearner
 from riemlocal.fields import ConstantField, LazyField, NearestLocalField, RBFLocalField, SmoothLocalField
 from riemlocal.learners import WEIGHT_FLOOR, condition_metric, fit_local_metric
-from riemlocal.placement import LocalMetrics, interpolate
+from riemlocal.placement import LocalMetrics, interpolate, place_field
 from riemlocal.placement._regions import class_weights
 
 CALLS = {}
@@ -330,3 +330,16 @@ def test_interpolate_builds_the_field_of_its_kind(data, kind, field_type):
     np.testing.assert_array_equal(field.metric_matrix(x), builders[kind]().metric_matrix(x))
     with pytest.raises(ValueError, match="interpolation must be one of"):
         interpolate(placement, "cubic")
+
+
+def test_place_field_lazy_is_a_lazy_field_around_the_global_metric(data):
+    X, y = data
+    placement, field = place_field(CovarianceLearner(), X, y, "lazy", n_local=12)
+    assert placement.where == "global" and isinstance(field, LazyField)
+    assert field.n_neighbors == 12
+    np.testing.assert_allclose(field.proximity, placement.global_metric_)
+    assert place_field(CovarianceLearner(), X, y, "lazy")[1].n_neighbors == 50
+    placement, field = place_field(CovarianceLearner(), X, y, "class", "smooth", 2.0)
+    np.testing.assert_array_equal(field.metric_matrix(X[:3]), placement.smooth_field(2.0).metric_matrix(X[:3]))
+    with pytest.raises(ValueError, match="where must be one of"):
+        place_field(CovarianceLearner(), X, y, "cluster")

@@ -10,7 +10,7 @@ pairs it accepts is declared once, in :data:`RULES_BY_STRUCTURE`.
 from ._classifier import LocalMetricKNN
 from ._decision import DECISIONS, ccknn_predict, ccknn_scores, knn_votes
 from ._shortlist import GlobalShortlist
-from ._taxonomy import LAZY_STRUCTURE, RULES_BY_STRUCTURE, WHERE, check_where_rule, field_structure
+from ._taxonomy import LAZY_STRUCTURE, RULES_BY_STRUCTURE, check_where_rule, field_structure
 
 __all__ = [
     "LocalMetricKNN",
@@ -20,7 +20,6 @@ __all__ = [
     "ccknn_predict",
     "check_where_rule",
     "field_structure",
-    "WHERE",
     "DECISIONS",
     "RULES_BY_STRUCTURE",
     "LAZY_STRUCTURE",

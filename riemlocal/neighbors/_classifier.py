@@ -7,8 +7,7 @@ from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from ..distances import distance
-from ..fields import LazyField
-from ..placement import NEIGHBOURHOOD_SIZES, LocalMetrics, default_learner, interpolate
+from ..placement import default_learner, place_field
 from ..utils.validation import check_int, check_option, check_positive
 from ._decision import DECISIONS, ccknn_scores, knn_votes
 from ._shortlist import GlobalShortlist
@@ -20,9 +19,10 @@ __all__ = ["LocalMetricKNN"]
 class LocalMetricKNN(ClassifierMixin, BaseEstimator):
     r"""K-nearest-neighbour classifier with local metrics (how x where x when x rule).
 
-    A composition of small parts: :class:`~riemlocal.placement.LocalMetrics`
-    and :func:`~riemlocal.placement.interpolate` (or a
-    :class:`~riemlocal.fields.LazyField`) build the field,
+    A composition of small parts: :func:`~riemlocal.placement.place_field`
+    builds the field (:class:`~riemlocal.placement.LocalMetrics` and
+    :func:`~riemlocal.placement.interpolate`, or a
+    :class:`~riemlocal.fields.LazyField`),
     :class:`GlobalShortlist` gives the candidates,
     :func:`~riemlocal.distances.distance` re-ranks them by ``rule``, and
     :func:`knn_votes` or :func:`ccknn_scores` decide.
@@ -202,11 +202,13 @@ class LocalMetricKNN(ClassifierMixin, BaseEstimator):
             raise ValueError(f"y must hold at least 2 classes, got {len(self.classes_)} class")
         self._check_class_sizes(len(X), np.bincount(y_index))
         learner = default_learner() if self.learner is None else self.learner
-        local_learner = learner if self.local_learner is None else self.local_learner
-        lazy = self.where == "lazy"
-        placement = LocalMetrics(
-            local_learner,
-            where="global" if lazy else self.where,
+        placement, self.field_ = place_field(
+            learner if self.local_learner is None else self.local_learner,
+            X,
+            y_index,
+            self.where,
+            self.interpolation,
+            self.rho,
             global_learner=learner,
             n_local=self.n_local,
             n_references=self.n_references,
@@ -215,19 +217,13 @@ class LocalMetricKNN(ClassifierMixin, BaseEstimator):
             n_jobs=self.n_jobs,
             verbose=self.verbose,
             random_state=self.random_state,
-        ).fit(X, y_index)
+        )  # predict parallelizes over queries; each worker of a LazyField learns its distinct points
         self.global_metric_ = placement.global_metric_
-        self.placement_ = None if lazy else placement
-        self.field_ = self._lazy_field(local_learner, X, y_index) if lazy else interpolate(placement, self.interpolation, self.rho)
+        self.placement_ = None if self.where == "lazy" else placement
         self.fit_X_, self.fit_y_ = X, y_index
         self._candidates = None
         self._shortlist()
         return self
-
-    def _lazy_field(self, learner, X, y):
-        """Ramanan & Baker's *Lazy* field; predict parallelizes over queries, each worker learns its distinct points."""
-        size = NEIGHBOURHOOD_SIZES["lazy"] if self.n_local == "auto" else self.n_local
-        return LazyField(learner, X, y, n_neighbors=size, proximity=self.global_metric_, verbose=self.verbose)
 
     def _shortlist(self):
         """The :class:`GlobalShortlist` (per class for CCKNN), built on first use from the fitted arrays,

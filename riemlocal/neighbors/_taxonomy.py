@@ -7,13 +7,10 @@ parameters against this table before it fits anything.
 """
 
 from ..distances import RULES
-from ..placement import INTERPOLATIONS, PLACEMENTS
+from ..placement import INTERPOLATIONS, WHERE
 from ..utils.validation import check_option
 
-__all__ = ["WHERE", "RULES_BY_STRUCTURE", "LAZY_STRUCTURE", "field_structure", "check_where_rule"]
-
-#: names accepted by ``where``: the placements of LocalMetrics, or a LazyField learned at the query
-WHERE = (*PLACEMENTS, "lazy")
+__all__ = ["RULES_BY_STRUCTURE", "LAZY_STRUCTURE", "field_structure", "check_where_rule"]
 
 #: structure of a LazyField for the rules. It lists the cells a segment crosses once fields
 #: declare their structure (issue 11); then this becomes "piecewise constant" and allows the line rules.

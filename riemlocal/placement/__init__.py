@@ -14,7 +14,8 @@ learner (the *how*) and turns them into metric tensor fields:
 
 The parts: :mod:`._regions` (which samples each local fit sees, the RBF
 bandwidth), :class:`LocalMetrics` (the global metric, one fit per region) and
-:func:`interpolate` (a field from the placed metrics). The *Lazy* metric
+:func:`interpolate` (a field from the placed metrics); :func:`place_field`
+composes them for any ``where``, ``"lazy"`` included. The *Lazy* metric
 learned at the query point is :class:`riemlocal.fields.LazyField`; it shares
 :func:`fit_local_metric`.
 Which distance is read from a field is the job of the rule (``"test"``,
@@ -24,18 +25,20 @@ times rules, not separate code paths.
 """
 
 from ..learners import condition_metric, fit_local_metric
-from ._interpolation import INTERPOLATIONS, interpolate
+from ._interpolation import INTERPOLATIONS, WHERE, interpolate, place_field
 from ._local_metrics import NEIGHBOURHOOD_SIZES, PLACEMENTS, PROXIMITIES, LocalMetrics, default_learner
 from ._regions import auto_bandwidth
 
 __all__ = [
     "LocalMetrics",
     "interpolate",
+    "place_field",
     "auto_bandwidth",
     "default_learner",
     "fit_local_metric",
     "condition_metric",
     "PLACEMENTS",
+    "WHERE",
     "INTERPOLATIONS",
     "NEIGHBOURHOOD_SIZES",
     "PROXIMITIES",
