@@ -3,11 +3,10 @@
 import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.utils.metaestimators import available_if
-from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from ..distances import distance
-from ..placement import default_learner, place_field
+from ..placement import default_learner, place_field, validate_classes
 from ..utils.validation import check_int, check_option, check_positive
 from ._decision import DECISIONS, ccknn_scores, knn_votes
 from ._shortlist import GlobalShortlist
@@ -195,11 +194,7 @@ class LocalMetricKNN(ClassifierMixin, BaseEstimator):
         self : LocalMetricKNN
         """
         self._check_params()
-        X, y = validate_data(self, X, y)
-        check_classification_targets(y)
-        self.classes_, y_index = np.unique(y, return_inverse=True)
-        if len(self.classes_) < 2:
-            raise ValueError(f"y must hold at least 2 classes, got {len(self.classes_)} class")
+        X, y_index = validate_classes(self, X, y)
         self._check_class_sizes(len(X), np.bincount(y_index))
         learner = default_learner() if self.learner is None else self.learner
         placement, self.field_ = place_field(

@@ -24,7 +24,7 @@ RULES_BY_STRUCTURE = {
         tuple(rule for rule in RULES if rule != "geodesic"),
         (
             "a smooth field; a piecewise-constant field (interpolation='nearest') has no geodesics: "
-            "use rule='line' or interpolation='rbf'/'smooth'"
+            "use rule='line' or a smooth interpolation ('rbf', 'smooth')"
         ),
     ),
     "learned at points": (

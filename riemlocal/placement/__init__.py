@@ -26,7 +26,7 @@ times rules, not separate code paths.
 
 from ..learners import condition_metric, fit_local_metric
 from ._interpolation import INTERPOLATIONS, WHERE, interpolate, place_field
-from ._local_metrics import NEIGHBOURHOOD_SIZES, PLACEMENTS, PROXIMITIES, LocalMetrics, default_learner
+from ._local_metrics import NEIGHBOURHOOD_SIZES, PLACEMENTS, PROXIMITIES, LocalMetrics, default_learner, validate_classes
 from ._regions import auto_bandwidth
 
 __all__ = [
@@ -35,6 +35,7 @@ __all__ = [
     "place_field",
     "auto_bandwidth",
     "default_learner",
+    "validate_classes",
     "fit_local_metric",
     "condition_metric",
     "PLACEMENTS",

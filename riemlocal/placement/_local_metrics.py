@@ -12,7 +12,7 @@ from ..learners import LDAMetric, check_rank, condition_metric, fit_local_metric
 from ..utils.validation import check_int, check_option, check_positive, check_random_state
 from ._regions import auto_bandwidth, class_weights, leave_one_out_smoothing, neighbourhoods, reference_weights
 
-__all__ = ["LocalMetrics", "default_learner", "PLACEMENTS", "NEIGHBOURHOOD_SIZES", "PROXIMITIES"]
+__all__ = ["LocalMetrics", "default_learner", "validate_classes", "PLACEMENTS", "NEIGHBOURHOOD_SIZES", "PROXIMITIES"]
 
 #: names accepted by ``LocalMetrics(where=...)``
 PLACEMENTS = ("global", "class", "exemplar", "reference")
@@ -25,6 +25,16 @@ PROXIMITIES = ("global", "own")
 def default_learner():
     """The default *how*: regularized LDA (Ramanan & Baker's best local learner)."""
     return LDAMetric()
+
+
+def validate_classes(estimator, X, y):
+    """Validate labelled data for ``estimator``, set its ``classes_`` (at least 2); return ``X`` and class indices."""
+    X, y = validate_data(estimator, X, y, ensure_min_samples=2)
+    check_classification_targets(y)
+    estimator.classes_, y_index = np.unique(y, return_inverse=True)
+    if len(estimator.classes_) < 2:
+        raise ValueError(f"y must hold at least 2 classes to learn a metric, got {len(estimator.classes_)} class")
+    return X, y_index
 
 
 class LocalMetrics(BaseEstimator):
@@ -174,11 +184,7 @@ class LocalMetrics(BaseEstimator):
         check_option(self.where, "where", PLACEMENTS)
         check_rank(self.rank)
         check_positive(self.ridge, "ridge", strict=False)
-        X, y = validate_data(self, X, y, ensure_min_samples=2)
-        check_classification_targets(y)
-        self.classes_, y = np.unique(y, return_inverse=True)
-        if len(self.classes_) < 2:
-            raise ValueError(f"y must hold at least 2 classes to learn a metric, got {len(self.classes_)} class")
+        X, y = validate_classes(self, X, y)
         learner = default_learner() if self.learner is None else self.learner
         global_learner = learner if self.global_learner is None else self.global_learner
         self.global_metric_ = condition_metric(clone(global_learner).fit(X, y).metric_, normalize=False, ridge=self.ridge)
