@@ -1,7 +1,7 @@
 r"""A smooth metric field as a Riemannian manifold, in the style of geomstats.
 
 ``LearnedMetricManifold(field)`` is :math:`\mathbb{R}^D` (a geomstats
-``Euclidean`` space, so geomstats estimators accept it) equipped with
+``VectorSpace``, so geomstats estimators accept it) equipped with
 :class:`LearnedMetric`, whose Exp, Log and distance come from
 :mod:`riemlocal.geodesics`. All methods take points of shape ``(..., dim)``
 and broadcast over leading axes.
@@ -11,7 +11,7 @@ NIPS 2012 (Lemma 1: a smooth blend of local metrics is a Riemannian metric).
 """
 
 import numpy as np
-from geomstats.geometry.euclidean import Euclidean
+from geomstats.geometry.base import VectorSpace
 from geomstats.geometry.riemannian_metric import RiemannianMetric
 from .fields import MetricField
 from .geodesics import METHODS, integrate_geodesic, solve_boundary_value
@@ -172,12 +172,15 @@ class LearnedMetric(RiemannianMetric):
         return path
 
 
-class LearnedMetricManifold(Euclidean):
+class LearnedMetricManifold(VectorSpace):
     r""":math:`\mathbb{R}^D` with the Riemannian metric of a smooth :class:`MetricField`.
 
     A geomstats space: ``space.metric`` is a :class:`LearnedMetric` with
     ``metric_matrix``, ``christoffels``, ``exp``, ``log``, ``geodesic``,
     ``inner_product``, ``norm``, ``squared_norm``, ``dist`` and ``squared_dist``.
+    It is not geomstats' ``Euclidean``, which is a Lie group under addition:
+    estimators that would then average flatly (``ExponentialBarycenter``)
+    raise a ``TypeError`` naming the Riemannian alternative instead.
 
     Parameters
     ----------
@@ -201,7 +204,18 @@ class LearnedMetricManifold(Euclidean):
     def __init__(self, field, **solver_options):
         if not isinstance(field, MetricField):
             raise TypeError(f"field must be a riemlocal MetricField, got {type(field).__name__}")
-        super().__init__(dim=field.dim, equip=False)
+        super().__init__(shape=(field.dim,), equip=False)
         self.field = field
         self.solver_options = dict(solver_options)
         self.equip_with_metric(LearnedMetric, field=field, **solver_options)
+
+    def _create_basis(self):
+        return np.eye(self.dim)
+
+    def _no_group_structure(self, *args, **kwargs):
+        raise TypeError(
+            "LearnedMetricManifold has no Lie group operations: group barycenters would ignore the learned metric; "
+            "use geomstats.learning.frechet_mean.FrechetMean or riemlocal.learning.FrechetMean"
+        )
+
+    compose = inverse = _no_group_structure
