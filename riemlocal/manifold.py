@@ -168,6 +168,7 @@ class LearnedMetric(RiemannianMetric):
         return path
 
     # -- the connection (riemlocal.connection): curvature, transport, Jacobi fields ---------------
+    # (the ODEs run at Exp's tolerances, ``rtol`` and ``rtol * 1e-2``)
     def riemann_tensor(self, base_point=None):
         r"""Riemann tensor :math:`R^l_{ijk}` at ``[..., i, j, k, l]`` (geomstats' order; :func:`riemlocal.connection.riemann_tensor`)."""
         return connection.riemann_tensor(self.field, base_point)
@@ -198,15 +199,17 @@ class LearnedMetric(RiemannianMetric):
             raise ValueError("give exactly one of direction and end_point")
         if direction is None:
             direction = self.log(end_point, base_point)
-        return connection.parallel_transport(self.field, tangent_vec, base_point, direction)
+        return connection.parallel_transport(self.field, tangent_vec, base_point, direction, self.rtol, self.rtol * 1e-2)
 
     def jacobi_field(self, tangent_vec, base_point, initial_value, initial_derivative, t=1.0):
         r"""Jacobi field along :math:`\mathrm{Exp}_x(t v)` (:func:`riemlocal.connection.jacobi_field`)."""
-        return connection.jacobi_field(self.field, tangent_vec, base_point, initial_value, initial_derivative, t)
+        return connection.jacobi_field(
+            self.field, tangent_vec, base_point, initial_value, initial_derivative, t, self.rtol, self.rtol * 1e-2
+        )
 
     def exp_differential(self, tangent_vec, base_point):
         """Jacobians of Exp in the tangent vector and in the base point (:func:`riemlocal.connection.exp_differential`)."""
-        return connection.exp_differential(self.field, tangent_vec, base_point)
+        return connection.exp_differential(self.field, tangent_vec, base_point, self.rtol, self.rtol * 1e-2)
 
 
 class LearnedMetricManifold(Euclidean):

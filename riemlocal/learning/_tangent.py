@@ -13,7 +13,7 @@ from joblib import effective_n_jobs
 
 from ..utils.parallel import parallel_map
 
-__all__ = ["point_dim", "log", "exp", "metric_matrix", "squared_norm"]
+__all__ = ["point_dim", "log", "exp", "exp_differential", "metric_matrix", "squared_norm", "squared_dist"]
 
 
 def point_dim(space):
@@ -56,6 +56,18 @@ def exp(space, tangent_vecs, base_point, n_jobs=None):
     return _map(space.metric.exp, [tangent_vecs, base_point], [], n_jobs)
 
 
+def exp_differential(space, tangent_vecs, base_points, n_jobs=None):
+    r"""Jacobians of :math:`\mathrm{Exp}_{b_i}(v_i)` in :math:`v_i` and in :math:`b_i`, each ``(n, D, D)``.
+
+    ``None`` when ``space.metric`` has no ``exp_differential`` (geomstats' own spaces).
+    """
+    function = getattr(space.metric, "exp_differential", None)
+    if function is None:
+        return None
+    both = _map(lambda v, b: np.stack(function(v, b), axis=1), [tangent_vecs, base_points], [], n_jobs)
+    return both[:, 0], both[:, 1]
+
+
 def metric_matrix(space, base_point):
     """Metric :math:`M(b)` of shape ``(..., D, D)``, symmetrized."""
     matrix = np.asarray(space.metric.metric_matrix(base_point), dtype=float)
@@ -65,3 +77,8 @@ def metric_matrix(space, base_point):
 def squared_norm(tangent_vecs, matrix):
     """:math:`v^T M v` for ``tangent_vecs`` (..., D) and ``matrix`` (..., D, D)."""
     return np.einsum("...i,...ij,...j->...", tangent_vecs, matrix, tangent_vecs)
+
+
+def squared_dist(space, points_a, points_b, n_jobs=None):
+    """Squared geodesic distances between paired rows of ``points_a`` and ``points_b`` (n, D)."""
+    return _map(space.metric.squared_dist, [points_a, points_b], [], n_jobs)
