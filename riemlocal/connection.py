@@ -13,9 +13,8 @@ geomstats' (``Connection`` / ``RiemannianMetric``).
   integrated together with :math:`c'' = -\Gamma(c', c')`.
 * **Jacobi fields** and the **differential of Exp**: the variational equation
   :math:`\delta x' = \delta v`, :math:`\delta v' = -(\partial_{\delta x}\Gamma)(v, v) - 2\Gamma(v, \delta v)`
-  along the geodesic, from the fused products
-  :meth:`~riemlocal.fields.MetricField.acceleration_derivative` and
-  :meth:`~riemlocal.fields.MetricField.geodesic_acceleration` (no :math:`D^4`
+  along the geodesic, from the field's fused
+  :meth:`~riemlocal.fields.MetricField.acceleration_derivative` (no :math:`D^4`
   array for the local fields).
 
 References: do Carmo, *Riemannian Geometry*, ch. 4--5; Fletcher, *Geodesic
@@ -231,8 +230,7 @@ def _variation(field):
 
     def rhs(x, v, carried):
         position, velocity = np.split(carried, 2, axis=-1)
-        accel = field.acceleration_derivative(v, x, position) - 2.0 * christoffel_product(field, v, velocity, x)
-        return np.concatenate([velocity, accel], axis=-1)
+        return np.concatenate([velocity, field.acceleration_derivative(v, x, position, velocity)], axis=-1)
 
     return rhs
 

@@ -78,12 +78,16 @@ def test_second_derivative_of_a_user_field_by_autodiff_and_differences(rng):
 @pytest.mark.parametrize("proximity", [False, True])
 def test_fused_acceleration_derivative_matches_the_tensor_form_and_differences(rng, proximity):
     field = _random_smooth(rng, proximity=proximity)
-    x, v, d = rng.normal(size=(3, 6, 3))
-    fused = field.acceleration_derivative(v, x, d)
-    assert_allclose(fused, MetricField.acceleration_derivative(field, v, x, d), atol=1e-10)
+    x, v, dx, dv = rng.normal(size=(4, 6, 3))
+    fused = field.acceleration_derivative(v, x, dx, dv)
+    assert_allclose(fused, MetricField.acceleration_derivative(field, v, x, dx, dv), atol=1e-10)
     h = 1e-5
-    differences = (field.geodesic_acceleration(v, x + h * d) - field.geodesic_acceleration(v, x - h * d)) / (2 * h)
+    forward = field.geodesic_acceleration(v + h * dv, x + h * dx)
+    differences = (forward - field.geodesic_acceleration(v - h * dv, x - h * dx)) / (2 * h)
     assert_allclose(fused, differences, atol=1e-8)
+    # the velocity part is -2 Gamma(v, dv)
+    gamma = connection.christoffels(field, x)
+    assert_allclose(field.acceleration_derivative(v, x, 0 * dx, dv), -2 * np.einsum("nkij,ni,nj->nk", gamma, v, dv), atol=1e-10)
 
 
 # -- curvature ----------------------------------------------------------------------------------

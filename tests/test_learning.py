@@ -165,6 +165,40 @@ def test_pga_on_curved_manifold_round_trips(curved_space, rng):
     assert_allclose(pga.explained_variance_.sum(), dist2.sum() / 11, rtol=1e-5)
 
 
+def _projected_variance(space, mean, direction, X):
+    """Oracle: sum over X of d(mean, closest point of the geodesic Exp_mean(a direction))^2 / (n - 1), by Brent on a."""
+    from scipy.optimize import minimize_scalar
+
+    def squared_dist(a, x):
+        return float(space.metric.squared_dist(space.metric.exp(a * direction, mean), x))
+
+    start = (space.metric.log(X, mean) @ space.metric.metric_matrix(mean) @ direction) / (direction @ space.metric.metric_matrix(mean) @ direction)
+    scale = np.sqrt(direction @ space.metric.metric_matrix(mean) @ direction)
+    best = [minimize_scalar(squared_dist, bracket=(a - 0.1, a + 0.1), args=(x,), options=dict(xtol=1e-10)).x for a, x in zip(start, X)]
+    return np.sum((np.array(best) * scale) ** 2) / (len(X) - 1)
+
+
+def test_exact_pga_differs_from_tangent_pca_on_a_curved_field_and_agrees_on_a_flat_one(curved_space, rng):
+    X = rng.normal(size=(10, 2)) * [1.2, 0.4] @ np.array([[0.8, 0.6], [-0.6, 0.8]])
+    tangent = PrincipalGeodesicAnalysis(curved_space).fit(X)
+    exact = PrincipalGeodesicAnalysis(curved_space, method="exact").fit(X)
+    metric = exact.metric_matrix_
+    assert_allclose(exact.components_ @ metric @ exact.components_.T, np.eye(2), atol=1e-10)
+    assert abs(tangent.components_[0] @ metric @ exact.components_[0]) < 1 - 1e-4  # a different direction
+    exact_variance = _projected_variance(curved_space, exact.mean_, exact.components_[0], X)
+    assert_allclose(exact.explained_variance_[0], exact_variance, rtol=1e-6)
+    # it maximizes the variance of the projections: more than along the tangent-PCA direction
+    assert exact_variance > _projected_variance(curved_space, exact.mean_, tangent.components_[0], X) * (1 + 1e-4)
+    assert_allclose(exact.transform(X[:3]), exact.fit_transform(X)[:3], atol=1e-6)
+
+    flat_space = LearnedMetricManifold(ConstantField(np.array([[2.0, 0.5], [0.5, 1.0]])))
+    flat_tangent = PrincipalGeodesicAnalysis(flat_space).fit(X)
+    flat_exact = PrincipalGeodesicAnalysis(flat_space, method="exact").fit(X)
+    assert_allclose(flat_exact.components_, flat_tangent.components_, atol=1e-4)
+    assert_allclose(flat_exact.explained_variance_, flat_tangent.explained_variance_, rtol=1e-8)
+    assert_allclose(flat_exact.transform(X), flat_tangent.transform(X), atol=1e-8)
+
+
 def test_pga_on_sphere_components_are_tangent(rng):
     sphere, X = _sphere_data(rng)
     pga = PrincipalGeodesicAnalysis(sphere, n_components=2).fit(X)

@@ -178,29 +178,38 @@ class MetricField:
         second = np.stack(columns, axis=-1)
         return 0.5 * (second + np.swapaxes(second, -1, -2))
 
-    def acceleration_derivative(self, tangent_vec, base_point, displacement):
-        r"""Derivative of :meth:`geodesic_acceleration` in the position along ``displacement``, shape ``(..., dim)``.
+    def acceleration_derivative(self, tangent_vec, base_point, position_vec, velocity_vec):
+        r"""Directional derivative of :meth:`geodesic_acceleration` :math:`a(x, v) = -\Gamma_x(v, v)`, shape ``(..., dim)``.
 
-        With :math:`a(x, v) = -\Gamma_x(v, v) = M^{-1} b`,
+        :math:`\partial_x a[\delta x] + \partial_v a[\delta v]`, the right-hand side of the Jacobi
+        (variational) equation, with :math:`a = M^{-1} b`,
         :math:`b = \tfrac12 [v^T \partial_l M v]_l - (\partial_v M) v`:
 
         .. math::
-            \partial_x a\,[\delta] = -(\partial_\delta \Gamma)(v, v)
-            = M^{-1}\big(\tfrac12 [v^T \partial_l \partial_\delta M\, v]_l
-              - (\partial_\delta \partial_v M)\, v - (\partial_\delta M)\, a\big),
+            \partial_x a[\delta x] = -(\partial_{\delta x} \Gamma)(v, v)
+            = M^{-1}\big(\tfrac12 [v^T \partial_l \partial_{\delta x} M\, v]_l
+              - (\partial_{\delta x} \partial_v M)\, v - (\partial_{\delta x} M)\, a\big),
 
-        the position part of the Jacobi (variational) equation. Default: from
-        :meth:`metric_second_derivative` (:math:`O(D^4)` per point); the local
-        fields override it with :math:`O(R D^2)` products.
+            \partial_v a[\delta v] = -2 \Gamma(v, \delta v)
+            = M^{-1}\big([v^T \partial_l M\, \delta v]_l - (\partial_v M)\, \delta v - (\partial_{\delta v} M)\, v\big).
+
+        Default: from :meth:`metric_derivative` and :meth:`metric_second_derivative`
+        (:math:`O(D^4)` per point); the local fields override it with :math:`O(R D^2)` products.
         """
         x = self._check(base_point)
-        v, delta = (check_points(u, self.dim, name) for u, name in ((tangent_vec, "tangent_vec"), (displacement, "displacement")))
-        second = self.metric_second_derivative(x)
+        v, dx, dv = (
+            check_points(u, self.dim, name)
+            for u, name in ((tangent_vec, "tangent_vec"), (position_vec, "position_vec"), (velocity_vec, "velocity_vec"))
+        )
+        second, first = self.metric_second_derivative(x), self.metric_derivative(x)
         acceleration = self.geodesic_acceleration(v, x)
         rhs = (
-            0.5 * np.einsum("...ijlk,...i,...j,...k->...l", second, v, v, delta)
-            - np.einsum("...ijkl,...j,...k,...l->...i", second, v, delta, v)
-            - np.einsum("...ijk,...k,...j->...i", self.metric_derivative(x), delta, acceleration)
+            0.5 * np.einsum("...ijlk,...i,...j,...k->...l", second, v, v, dx)
+            - np.einsum("...ijkl,...j,...k,...l->...i", second, v, dx, v)
+            - np.einsum("...ijk,...k,...j->...i", first, dx, acceleration)
+            + np.einsum("...ijl,...i,...j->...l", first, v, dv)
+            - np.einsum("...ijk,...k,...j->...i", first, v, dv)
+            - np.einsum("...ijk,...k,...j->...i", first, dv, v)
         )
         return np.linalg.solve(self.metric_matrix(x), rhs[..., None])[..., 0]
 
@@ -253,5 +262,6 @@ class ConstantField(MetricField):
         x = self._check(base_point)
         return np.zeros(x.shape[:-1] + (self.dim,) * 4)
 
-    def acceleration_derivative(self, tangent_vec, base_point, displacement):
-        return np.zeros(np.broadcast_shapes(np.shape(tangent_vec), np.shape(base_point), np.shape(displacement)))
+    def acceleration_derivative(self, tangent_vec, base_point, position_vec, velocity_vec):
+        shapes = (np.shape(tangent_vec), np.shape(base_point), np.shape(position_vec), np.shape(velocity_vec))
+        return np.zeros(np.broadcast_shapes(*shapes))

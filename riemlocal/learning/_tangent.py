@@ -13,7 +13,7 @@ from joblib import effective_n_jobs
 
 from ..utils.parallel import parallel_map
 
-__all__ = ["point_dim", "log", "exp", "exp_differential", "metric_matrix", "squared_norm", "squared_dist"]
+__all__ = ["point_dim", "log", "exp", "exp_differential", "exp_derivative", "metric_matrix", "squared_norm", "squared_dist"]
 
 
 def point_dim(space):
@@ -66,6 +66,22 @@ def exp_differential(space, tangent_vecs, base_points, n_jobs=None):
         return None
     both = _map(lambda v, b: np.stack(function(v, b), axis=1), [tangent_vecs, base_points], [], n_jobs)
     return both[:, 0], both[:, 1]
+
+
+def exp_derivative(space, tangent_vecs, base_point, directions, n_jobs=None):
+    r""":math:`\partial_v \mathrm{Exp}_b(v_i)\, e_k` for ``tangent_vecs`` (n, D), one ``base_point`` and ``directions`` (K, D).
+
+    Jacobi fields with :math:`J(0) = 0`, :math:`J'(0) = e_k` (``space.metric.jacobi_field``); shape (n, D, K).
+    """
+    n_samples, n_directions = len(tangent_vecs), len(directions)
+    vectors = np.repeat(tangent_vecs, n_directions, axis=0)
+    starts = np.tile(directions, (n_samples, 1))
+
+    def jacobi(v, w):
+        return space.metric.jacobi_field(v, base_point, np.zeros_like(v), w)
+
+    fields = _map(jacobi, [vectors, starts], [], n_jobs)
+    return fields.reshape(n_samples, n_directions, -1).transpose(0, 2, 1)
 
 
 def metric_matrix(space, base_point):
