@@ -57,8 +57,7 @@ def _per_point(function, field, base_point):
     x = check_points(base_point, _field(field).dim, "base_point")
     flat = x.reshape(-1, field.dim)
     size = max(1, _CHUNK_ENTRIES // field.dim**4)
-    parts = [function(flat[start : start + size]) for start in range(0, max(len(flat), 1), size)]
-    result = np.concatenate(parts) if parts else function(flat)
+    result = np.concatenate([function(flat[start : start + size]) for start in range(0, max(len(flat), 1), size)])
     return result.reshape(x.shape[:-1] + result.shape[1:])
 
 
@@ -180,6 +179,8 @@ def _along_geodesic(field, base_point, tangent_vec, riders, rider_rhs, times, rt
     repeated ``m`` times to ``(batch * m, dim)`` and ``riders`` flattened alike.
     Returns the riders at ``times``, shape ``(batch, len(times), m, dim)``.
     """
+    check_positive(rtol, "rtol")
+    check_positive(atol, "atol")
     batch, dim = base_point.shape
     m = riders.shape[1]
     unique, position = np.unique(times, return_inverse=True)
@@ -216,7 +217,6 @@ def parallel_transport(field, tangent_vec, base_point, direction, rtol=1e-10, at
     The transport is an isometry: :math:`\langle V(1), W(1)\rangle_{c(1)} = \langle V, W\rangle_x`.
     """
     batch, (v, x, d) = _flat_batch(field, (tangent_vec, "tangent_vec"), (base_point, "base_point"), (direction, "direction"))
-    check_positive(rtol, "rtol"), check_positive(atol, "atol")
 
     def transport(x, velocity, carried):
         return -christoffel_product(field, velocity, carried, x)

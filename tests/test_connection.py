@@ -190,8 +190,12 @@ def _sphere_point(p):
 
 def test_holonomy_around_a_geodesic_triangle_is_its_area():
     field = sphere(2)
-    # the octant triangle (area pi/2) with vertices on the axes, plus a smaller one
-    for vertices, area in [(np.eye(3), np.pi / 2)]:
+    # the octant triangle (area pi/2) and a small scalene one (area by van Oosterom & Strackee)
+    small = np.array([[0.1, 0.0, 1.0], [0.5, 0.2, 1.0], [0.2, 0.6, 1.0]])
+    small /= np.linalg.norm(small, axis=1, keepdims=True)
+    a, b, c = small
+    excess = 2 * np.arctan(abs(a @ np.cross(b, c)) / (1 + a @ b + b @ c + c @ a))
+    for vertices, area in [(np.eye(3), np.pi / 2), (small, excess)]:
         points = _sphere_point(vertices)
         vector = np.array([1.0, 0.3])
         start = vector.copy()

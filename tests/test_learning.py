@@ -329,6 +329,12 @@ def test_bad_input(constant_space, curved_space, rng):
         PrincipalGeodesicAnalysis(constant_space, n_components=4).fit(X)
     with pytest.raises(ValueError, match="rank deficient"):
         GeodesicRegression(constant_space).fit(np.ones(5), X)
+    with pytest.raises(ValueError, match="method must be one of"):
+        GeodesicRegression(constant_space, method="approximate").fit(np.arange(5.0), X)
+    with pytest.raises(ValueError, match="method must be one of"):
+        PrincipalGeodesicAnalysis(constant_space, method="sommer").fit(X)
+    with pytest.raises(ValueError, match="jacobi_field"):
+        PrincipalGeodesicAnalysis(Hypersphere(2), method="exact").fit(Hypersphere(2).projection(X))
     with pytest.raises(ValueError, match="3 columns"):
         GeodesicRegression(constant_space).fit(np.arange(5.0), X[:, :2])
     pga = PrincipalGeodesicAnalysis(curved_space, n_components=1).fit(rng.normal(size=(4, 2)))

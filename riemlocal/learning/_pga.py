@@ -38,7 +38,7 @@ class PrincipalGeodesicAnalysis(TransformerMixin, BaseEstimator):
     where :math:`d(\mu, \mathrm{Exp}_\mu(E a)) = |a|` for the orthonormal
     :math:`E = [e_1, \dots, e_k]`. The projections are found by Gauss--Newton
     with the exact gradient :math:`-2 (\partial_v \mathrm{Exp}\, E)^T M r`
-    (Jacobi fields, ``space.metric.exp_differential``; a LearnedMetricManifold),
+    (Jacobi fields, ``space.metric.jacobi_field``; a LearnedMetricManifold),
     the direction :math:`e_k` by Nelder--Mead over the unit sphere of the
     complement, started at the tangent-PCA direction. Far more expensive than
     the tangent approximation, which stays the default.
@@ -53,7 +53,9 @@ class PrincipalGeodesicAnalysis(TransformerMixin, BaseEstimator):
         Tangent PCA at the mean (Fletcher et al. 2004) or exact PGA (Sommer et al. 2010).
     max_iter, tol, n_jobs, verbose
         Passed to :class:`FrechetMean`; ``n_jobs`` also splits the Log and
-        Exp batches of ``transform`` / ``inverse_transform``.
+        Exp batches of ``transform`` / ``inverse_transform``. Exact PGA also
+        uses ``tol`` for its projections and directions (Brent's tolerance on
+        the direction is :math:`0.1 \sqrt{\text{tol}}`) and ``max_iter`` for Nelder--Mead.
 
     Attributes
     ----------
@@ -110,8 +112,8 @@ class PrincipalGeodesicAnalysis(TransformerMixin, BaseEstimator):
 
     def _fit(self, X):
         method = check_option(self.method, "method", ("tangent", "exact"))
-        if method == "exact" and not callable(getattr(self.space.metric, "exp_differential", None)):
-            raise ValueError("method='exact' needs space.metric.exp_differential (a LearnedMetricManifold)")
+        if method == "exact" and not callable(getattr(self.space.metric, "jacobi_field", None)):
+            raise ValueError("method='exact' needs space.metric.jacobi_field (a LearnedMetricManifold)")
         X = validate_data(self, X, dtype=float, ensure_min_samples=2)
         n_samples, dim = X.shape
         n_components = min(n_samples, dim) if self.n_components is None else self.n_components
