@@ -13,8 +13,14 @@ on stderr and exit status 2, never a traceback.
 """
 
 import argparse
-import importlib
 import sys
+
+from . import __version__
+from .datasets import MEASUREMENTS, load_body_shapes_csv
+from .experiments import bodyshape, taxonomy
+from .experiments.geodesic import run_geodesic
+from .fields import MetricField
+from .io import load
 
 __all__ = ["main", "build_parser"]
 
@@ -52,8 +58,6 @@ def _point(text):
 
 def build_parser():
     """The :class:`argparse.ArgumentParser` of the ``riemlocal`` command."""
-    from . import __version__
-
     parser = argparse.ArgumentParser(
         prog="riemlocal",
         description="Local metric learning as metric tensor fields: paper experiments and geodesic distances.",
@@ -114,8 +118,6 @@ def build_parser():
 
 def _bodyshape_data(args, parser):
     """Keyword arguments of ``run_bodyshape`` for ``--data`` and ``--measurements``."""
-    from .datasets import MEASUREMENTS, load_body_shapes_csv
-
     options = {}
     names = list(MEASUREMENTS)
     if args.data is not None:
@@ -133,17 +135,12 @@ def _bodyshape_data(args, parser):
 
 
 def _experiment(name, args, parser):
-    module = importlib.import_module(f"riemlocal.experiments.{name}")
-    run = getattr(module, f"run_{name}")
+    run = getattr({"bodyshape": bodyshape, "taxonomy": taxonomy}[name], f"run_{name}")
     options = _bodyshape_data(args, parser) if name == "bodyshape" else {}
     return run(quick=args.quick, seed=args.seed, n_jobs=args.n_jobs, verbose=not args.no_progress, out=args.out, **options)
 
 
 def _geodesic(args, parser):
-    from .experiments.geodesic import run_geodesic
-    from .fields import MetricField
-    from .io import load
-
     try:
         field = load(args.field)
     except (OSError, ValueError, TypeError) as exc:

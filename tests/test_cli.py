@@ -1,7 +1,7 @@
 import json
 import subprocess
 import sys
-import types
+import importlib
 
 import numpy as np
 import pytest
@@ -115,9 +115,7 @@ def _fake_experiment(command, monkeypatch):
         calls.append(kwargs)
         return {"markdown": "| a | b |"}
 
-    module = types.ModuleType(f"riemlocal.experiments.{command}")
-    setattr(module, f"run_{command}", run)
-    monkeypatch.setitem(sys.modules, f"riemlocal.experiments.{command}", module)
+    monkeypatch.setattr(importlib.import_module(f"riemlocal.experiments.{command}"), f"run_{command}", run)
     return calls
 
 

@@ -32,10 +32,9 @@ import numpy as np
 
 from ..datasets import make_body_shapes
 from ..fields import SmoothLocalField
-from ..learners import LMNNMetric
+from ..learners import LMNNMetric, condition_metric
 from ..learning import PrincipalGeodesicAnalysis
 from ..manifold import LearnedMetricManifold
-from ..placement import condition_metric
 
 __all__ = [
     "run_bodyshape",

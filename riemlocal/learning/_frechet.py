@@ -16,8 +16,7 @@ from sklearn.utils.validation import validate_data
 from tqdm.auto import tqdm
 
 from ..geodesics import laplacian_inverse_sqrt, curve_energy
-from ..learners._base import check_weights
-from ..utils.validation import check_int, check_option, check_points, check_positive
+from ..utils.validation import check_int, check_option, check_points, check_positive, check_weights
 from . import _tangent
 
 __all__ = ["FrechetMean"]

@@ -9,8 +9,7 @@ from sklearn.linear_model import LinearRegression
 from sklearn.utils.validation import check_is_fitted, validate_data
 from tqdm.auto import tqdm
 
-from ..learners._base import check_weights
-from ..utils.validation import check_int, check_option, check_positive
+from ..utils.validation import check_int, check_option, check_positive, check_weights
 from . import _tangent
 from ._frechet import FrechetMean
 from ._pga import PrincipalGeodesicAnalysis
