@@ -17,7 +17,6 @@ from sklearn.datasets import load_wine
 from sklearn.decomposition import PCA
 from sklearn.preprocessing import StandardScaler
 
-from riemlocal import connection
 from riemlocal.learners import LMNNMetric
 from riemlocal.learning import GeodesicRegression
 from riemlocal.manifold import LearnedMetricManifold
