@@ -46,6 +46,7 @@ from scipy.integrate import quad_vec
 from sklearn.exceptions import ConvergenceWarning
 
 from .fields import ConstantField, MetricField, NearestLocalField
+from .manifold import LearnedMetricManifold
 from .utils.parallel import parallel_map
 from .utils.validation import check_option, check_points
 
@@ -166,8 +167,6 @@ def _evaluate(field, X, Y, x_index, y_index, rule, squared, n_jobs, verbose):
     if rule == "train":  # the test rule with the roles swapped: d -> -d, same quadratic form
         X, Y, x_index, y_index = Y, X, y_index, x_index
     if rule == "geodesic" and not isinstance(field, ConstantField):
-        from .manifold import LearnedMetricManifold  # lazy: heavy, and built on this module's users
-
         metric = LearnedMetricManifold(field, n_jobs=n_jobs, verbose=verbose).metric
         return (metric.squared_dist if squared else metric.dist)(X[x_index], Y[y_index])
     length_rule = rule in ("line_length", "geodesic")

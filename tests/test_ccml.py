@@ -14,7 +14,8 @@ from sklearn.preprocessing import StandardScaler
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from riemlocal.learners import CCMLMetric
-from riemlocal.learners._ccml import _CCMLProblem, ccknn_predict, ccknn_scores
+from riemlocal.learners._ccml import _CCMLProblem
+from riemlocal.neighbors import ccknn_predict, ccknn_scores
 
 
 def blobs(n_per_class=12, dim=4, seed=0):

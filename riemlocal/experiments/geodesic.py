@@ -8,6 +8,7 @@ import numpy as np
 
 from ..distances import distance
 from ..manifold import LearnedMetricManifold
+from ..plotting import plot_coordinates, plot_curves, plot_metric_ellipses
 from ..utils.validation import check_points
 
 __all__ = ["run_geodesic", "RULE_QUANTITIES"]
@@ -37,8 +38,6 @@ def _markdown(point_a, point_b, rows):
 
 def _figure(field, curves, path):
     from matplotlib.figure import Figure
-
-    from ..plotting import plot_coordinates, plot_curves, plot_metric_ellipses
 
     if field.dim == 2:
         fig = Figure(figsize=(6, 6))

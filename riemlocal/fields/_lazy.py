@@ -14,6 +14,7 @@ from joblib import Parallel, delayed
 from sklearn.neighbors import NearestNeighbors
 from tqdm.auto import tqdm
 
+from ..learners import fit_local_metric
 from ..utils.validation import check_int, check_points, check_spd
 from ._base import MetricField
 
@@ -23,8 +24,6 @@ CacheInfo = namedtuple("CacheInfo", ["hits", "misses", "currsize", "maxsize"])
 
 
 def _learn(learner, X, y, neighbour_sets, options):
-    from ..placement import fit_local_metric
-
     return [fit_local_metric(learner, X[idx], y[idx], **options) for idx in neighbour_sets]
 
 
@@ -32,7 +31,7 @@ class LazyField(MetricField):
     r"""Metric learned at each queried point from its ``n_neighbors`` nearest training points.
 
     The neighbours are found with the global metric ``proximity``; the
-    metric comes from :func:`riemlocal.placement.fit_local_metric` (clone of
+    metric comes from :func:`riemlocal.learners.fit_local_metric` (clone of
     ``learner``, LDA rank = number of classes among the neighbours,
     trace-normalized). A neighbourhood holding a single class gets the
     (trace-normalized) proximity metric.
@@ -58,7 +57,7 @@ class LazyField(MetricField):
     rank : "auto", int or None, default="auto"
     normalize : bool, default=True
     ridge : float, default=1e-6
-        See :func:`riemlocal.placement.fit_local_metric`.
+        See :func:`riemlocal.learners.fit_local_metric`.
     cache_size : int, default=100000
         Maximum number of cached metrics.
     n_jobs : int, default=None

@@ -5,5 +5,16 @@ from ._boostmetric import BoostMetric
 from ._ccml import CCMLMetric
 from ._lda import LDAMetric
 from ._lmnn import LMNNMetric
+from ._local_fit import WEIGHT_FLOOR, check_rank, condition_metric, fit_local_metric
 
-__all__ = ["MetricLearner", "LDAMetric", "LMNNMetric", "BoostMetric", "CCMLMetric"]
+__all__ = [
+    "MetricLearner",
+    "LDAMetric",
+    "LMNNMetric",
+    "BoostMetric",
+    "CCMLMetric",
+    "fit_local_metric",
+    "condition_metric",
+    "check_rank",
+    "WEIGHT_FLOOR",
+]

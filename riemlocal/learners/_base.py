@@ -1,10 +1,10 @@
-"""Shared pieces of the metric learners: PSD factorization, sample weights, transform."""
+"""Shared pieces of the metric learners: PSD factorization and transform."""
 
 import numpy as np
 from sklearn.base import BaseEstimator, TransformerMixin
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-__all__ = ["MetricLearner", "components_from_metric", "check_weights"]
+__all__ = ["MetricLearner", "components_from_metric"]
 
 
 def components_from_metric(metric, tol=1e-12):
@@ -22,20 +22,6 @@ def components_from_metric(metric, tol=1e-12):
     if not np.any(keep):
         keep[0] = True
     return np.sqrt(np.clip(eigvals[keep], 0.0, None))[:, None] * eigvecs[:, keep].T
-
-
-def check_weights(sample_weight, n_samples):
-    """Return non-negative finite weights of shape ``(n_samples,)`` (``None`` -> ones)."""
-    if sample_weight is None:
-        return np.ones(n_samples)
-    weights = np.asarray(sample_weight, dtype=float)
-    if weights.shape != (n_samples,):
-        raise ValueError(f"sample_weight must have shape ({n_samples},), got {weights.shape}")
-    if not np.all(np.isfinite(weights)) or np.any(weights < 0):
-        raise ValueError("sample_weight must be finite and non-negative")
-    if not np.any(weights > 0):
-        raise ValueError("sample_weight must not be all zero weights (at least one positive entry is needed)")
-    return weights
 
 
 class MetricLearner(TransformerMixin, BaseEstimator):

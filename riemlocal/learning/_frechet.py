@@ -15,9 +15,8 @@ from sklearn.utils.validation import validate_data
 from tqdm.auto import tqdm
 
 from ..numerics import curve_energy, extrapolate_levels
-from ..learners._base import check_weights
 from ..utils.optimize import ARMIJO
-from ..utils.validation import check_int, check_option, check_points, check_positive
+from ..utils.validation import check_int, check_option, check_points, check_positive, check_weights
 from . import _tangent
 
 __all__ = ["FrechetMean"]

@@ -112,8 +112,13 @@ class ODEExpSolver:
         check_positive(self.rtol, "rtol")
         check_int(self.chunk_size, "chunk_size")
 
+    @property
+    def tolerances(self):
+        """``(rtol, atol)`` of the integrator, ``atol = rtol * EXP_ATOL_FACTOR`` (also used for transport and Jacobi fields)."""
+        return self.rtol, self.rtol * EXP_ATOL_FACTOR
+
     def _integrate(self, tangent_vec, base_point, t_eval):
-        return integrate_geodesic(self.field, tangent_vec, base_point, t_eval, self.rtol, self.rtol * EXP_ATOL_FACTOR)
+        return integrate_geodesic(self.field, tangent_vec, base_point, t_eval, *self.tolerances)
 
     def exp(self, tangent_vec, base_point):
         r""":math:`\mathrm{Exp}_x(v) = c(1)` for the geodesic with :math:`c(0) = x`, :math:`c'(0) = v`; shape ``(..., dim)``."""

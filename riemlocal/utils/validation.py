@@ -12,6 +12,7 @@ __all__ = [
     "check_option",
     "check_random_state",
     "check_int",
+    "check_weights",
     "solve_spd",
     "SPD_RTOL",
     "is_positive_definite",
@@ -122,6 +123,23 @@ def check_int(value, name, minimum=1):
     if value < minimum:
         raise ValueError(f"{name} must be an int >= {minimum}, got {value!r}")
     return int(value)
+
+
+def check_weights(sample_weight, n_samples):
+    """Return non-negative finite weights of shape ``(n_samples,)`` (``None`` -> ones)."""
+    if sample_weight is None:
+        return np.ones(n_samples)
+    weights = np.asarray(sample_weight)
+    if weights.dtype.kind not in "biuf":
+        raise TypeError(f"sample_weight must be an array of real numbers, got dtype {weights.dtype}")
+    weights = weights.astype(float)
+    if weights.shape != (n_samples,):
+        raise ValueError(f"sample_weight must have shape ({n_samples},), got {weights.shape}")
+    if not np.all(np.isfinite(weights)) or np.any(weights < 0):
+        raise ValueError("sample_weight must be finite and non-negative")
+    if not np.any(weights > 0):
+        raise ValueError("sample_weight must not be all zero weights (at least one positive entry is needed)")
+    return weights
 
 
 def solve_spd(matrices, vectors):
