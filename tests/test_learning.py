@@ -363,7 +363,7 @@ def test_bodyshape_loo_closed_form_and_clusters(rng):
 def test_frechet_mean_joint_is_certified_or_warns(curved_space, rng):
     X = rng.normal(size=(8, 2)) * [1.5, 1.0]
     mean = FrechetMean(curved_space).fit(X)
-    assert mean.error_estimate_ <= 1e-6  # the default rtol, met by refining the curves
+    assert mean.error_estimate_ <= 1e-5  # the default rtol, met by refining the curves if needed
     with pytest.warns(ConvergenceWarning, match="estimated relative error"):
         capped = FrechetMean(curved_space, rtol=1e-12, max_segments=16).fit(X)
     # levels 4, 8, 16 only: the estimate bounds the actual error, measured against the certified mean

@@ -68,8 +68,9 @@ class FrechetMean(BaseEstimator):
         projected onto the space when it has ``projection``.
     n_segments : int, default=4
         Segments of the coarsest discrete curves of ``"joint"``.
-    rtol : float, default=1e-6
-        Requested error of the ``"joint"`` mean in the norm :math:`M(\mu)`, relative to the rms distance.
+    rtol : float, default=1e-5
+        Requested error of the ``"joint"`` mean in the norm :math:`M(\mu)`,
+        relative to the rms distance (the scale of ``tol``).
     max_segments : int, default=256
         Cap on the segments of the ``"joint"`` curves.
     n_jobs : int, default=None
@@ -118,7 +119,7 @@ class FrechetMean(BaseEstimator):
         tol=1e-5,
         init=None,
         n_segments=4,
-        rtol=1e-6,
+        rtol=1e-5,
         max_segments=256,
         n_jobs=None,
         verbose=False,
