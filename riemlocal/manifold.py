@@ -13,6 +13,7 @@ NIPS 2012 (Lemma 1: a smooth blend of local metrics is a Riemannian metric).
 import numpy as np
 from geomstats.geometry.base import VectorSpace
 from geomstats.geometry.riemannian_metric import RiemannianMetric
+
 from .connection import (
     christoffels,
     curvature,
@@ -78,7 +79,7 @@ class LearnedMetric(RiemannianMetric):
                 "constant (use SmoothLocalField / RBFLocalField, or the 'line' distance rule)"
             )
         self.field = field
-        batching = dict(chunk_size=chunk_size, n_jobs=n_jobs, verbose=verbose)
+        batching = {"chunk_size": chunk_size, "n_jobs": n_jobs, "verbose": verbose}
         self.exp_solver = ODEExpSolver(field, rtol=rtol, **batching)
         self.log_solver = EnergyLogSolver(field, rtol=rtol, **log_options, **batching)
 

@@ -19,7 +19,7 @@ from riemlocal.numerics import (
 )
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
-from bench_geodesics import random_field  # noqa: E402
+from bench_geodesics import random_field
 
 TWO_METRIC = SmoothLocalField([[2.0, 2.0], [4.0, 4.0]], [2 * np.eye(2), np.eye(2)], rho=1.0)
 

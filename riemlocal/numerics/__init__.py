@@ -1,6 +1,12 @@
 """Geodesic numerics: the discrete curve energy, the energy-minimization core and the Exp/Log solver objects."""
 
-from ._energy import curve_energy, initial_velocity, laplacian_inverse_sqrt, refine, trapezoid_energy
+from ._energy import (
+    curve_energy,
+    initial_velocity,
+    laplacian_inverse_sqrt,
+    refine,
+    trapezoid_energy,
+)
 from ._minimize import (
     METHODS,
     NEWTON_MAX_DIM,

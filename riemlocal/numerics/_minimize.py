@@ -148,7 +148,7 @@ class _Chart:
 
     def __init__(self, field, curves, weights, free_start, newton, factors, inverse_factors):
         self.field, self.start, self.weights, self.free_start, self.newton = field, curves, weights, free_start, newton
-        n_problems, n_curves, n_nodes, dim = curves.shape
+        _, n_curves, n_nodes, dim = curves.shape
         self.n_segments = n_nodes - 1
         self.factors, self.inverse_factors = factors, inverse_factors  # L and L^{-1}, (problems, dim, dim)
         straight = np.einsum("pcd,pde->pce", curves[:, :, -1] - curves[:, :, 0], self.factors)
@@ -304,9 +304,10 @@ def extrapolate_levels(field, curves, measure, accept, max_segments, *, weights=
     with a safety factor). That expansion, and the estimate, hold only where
     the segments resolve the metric; where the relative gap between the
     trapezoid and the midpoint energy (:func:`trapezoid_energy`) does not
-    fall like :math:`N^{-2}`, the gap is reported as ``unresolved``. From the third level on, every problem for which
-    ``accept(value, error, unresolved, rows)`` holds stops; the others are
-    refined until their finest level would exceed ``max_segments``.
+    fall like :math:`N^{-2}`, the gap is reported as ``unresolved``. From
+    the third level on, every problem for which ``accept(value, error,
+    unresolved, rows)`` holds stops; the others are refined until their
+    finest level would exceed ``max_segments``.
 
     Parameters
     ----------
@@ -327,7 +328,7 @@ def extrapolate_levels(field, curves, measure, accept, max_segments, *, weights=
     -------
     Extrapolation
     """
-    n_problems, n_curves, _, dim = curves.shape
+    n_problems, n_curves = curves.shape[:2]
     weights = np.full((n_problems, n_curves), 1.0 / n_curves) if weights is None else np.asarray(weights, dtype=float)
     rows, n_segments, level, previous, n_iter = np.arange(n_problems), curves.shape[2] - 1, 0, None, 0
     value = error = previous_gap = None
@@ -347,8 +348,9 @@ def extrapolate_levels(field, curves, measure, accept, max_segments, *, weights=
             value, error = np.empty((n_problems,) + row[0].shape[1:]), np.empty((n_problems,) + row[0].shape[1:])
         value[rows] = row[-1]
         error[rows] = ERROR_SAFETY * (row[-1] - row[-2]) if level else np.inf
-        gap = _quadrature_gap(field, minimum, weights[rows]) if level else None  # compared from level 1 on
-        if level:
+        gap = None
+        if level:  # the gap is compared from level 1 on
+            gap = _quadrature_gap(field, minimum, weights[rows])
             unresolved[rows] = gap if level == 1 else np.where(previous_gap >= RESOLVED_RATIO * gap, 0.0, gap)
         segments[rows] = n_segments
         for i, curve in zip(rows, minimum.curves):

@@ -296,7 +296,7 @@ class EnergyLogSolver:
 
     def _solve_chunk(self, point, base_point, log_rtol):
         """Solve pairs ``(n, dim)``; pairs closer than round-off resolves (``UNRESOLVED``) are straight segments."""
-        n_pairs, dim = point.shape
+        n_pairs = len(point)
         step, midpoint = point - base_point, 0.5 * (point + base_point)
         scale = 1.0 + np.maximum(np.abs(point), np.abs(base_point)).max(axis=1)
         velocity, length = step.copy(), np.sqrt(np.einsum("pi,pi->p", step, self.field.metric_vector_product(step, midpoint)))
