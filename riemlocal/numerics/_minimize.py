@@ -35,7 +35,8 @@ METHODS = ("auto", "newton", "lbfgs")  #: energy minimizers
 NEWTON_MAX_DIM = 8  # "auto" takes Newton up to this dimension (above, L-BFGS is faster: benchmarks/bench_geodesics.py)
 ERROR_SAFETY = 2.0  # error estimates are this multiple of the last Romberg correction (extrapolate_levels)
 RESOLVED_RATIO = 3.0  # the quadrature gap falls by 4 per level where the metric is resolved, by 2 where it is not
-STALL_FACTOR = 10.0  # a minimization whose gradient norm ends above STALL_FACTOR * tol did not converge
+STALL_FACTOR = 10.0
+COARSE_TOL_FACTOR = 100.0  # the coarsest level weighs 1/45 in the extrapolation: it is minimized to this times tol  # a minimization whose gradient norm ends above STALL_FACTOR * tol did not converge
 UNRESOLVED = 1e-8  #: curves this short (relative to their coordinates) stay straight: round-off hides their geometry
 _DAMPING = 10.0 ** np.arange(-3, 5)  # Levenberg--Marquardt shifts tried where the energy Hessian is indefinite
 
@@ -336,11 +337,12 @@ def extrapolate_levels(field, curves, measure, accept, max_segments, *, weights=
     finest, segments, optimized = [None] * n_problems, np.zeros(n_problems, dtype=int), np.ones(n_problems, dtype=bool)
     unresolved = np.zeros(n_problems)
     while True:
+        level_tol = tol * (COARSE_TOL_FACTOR if level == 0 else 1.0)
         minimum = minimize_curve_energy(
-            field, curves, weights[rows], free_start, method, tol, max_iter, tuple(f[rows] for f in factors)
+            field, curves, weights[rows], free_start, method, level_tol, max_iter, tuple(f[rows] for f in factors)
         )
         n_iter += minimum.n_iter
-        optimized[rows] &= minimum.gradient_norm <= STALL_FACTOR * tol
+        optimized[rows] &= minimum.gradient_norm <= STALL_FACTOR * level_tol
         row = [measure(minimum, rows)]
         for j in range(1, min(level, 2) + 1):
             row.append(row[j - 1] + (row[j - 1] - previous[j - 1]) / (4.0**j - 1.0))
