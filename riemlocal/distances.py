@@ -279,14 +279,28 @@ def _quadrature_task(field, X, Y, x_index, y_index):
 
     The pairs of one ``quad_vec`` call share its subdivision; each integrand is
     divided by :math:`d^T (M(x) + M(y)) d` so that the max-norm error criterion is relative per pair.
+    Far from the origin (:math:`|x| > 10^3 |d|`) a node :math:`x + \lambda d` is
+    rounded by much more than :math:`\epsilon |d|`; the integrand is then
+    corrected to first order, :math:`d^T M(p) d \approx d^T M(\tilde p) d +
+    \nabla_x (d^T M d)|_{\tilde p} \cdot (p - \tilde p)`, with the exact
+    rounding error :math:`p - \tilde p` of the sum (TwoSum), so the rules stay
+    translation invariant.
     """
     energy, length = np.empty(len(x_index)), np.empty(len(x_index))
     for lo in range(0, len(x_index), _QUADRATURE_PAIRS):
         part = slice(lo, lo + _QUADRATURE_PAIRS)
         start, d = X[x_index[part]], Y[y_index[part]] - X[x_index[part]]
+        far = np.max(np.abs(start)) > 1e3 * np.min(np.max(np.abs(d), axis=1))
 
         def speed2(lam):
-            return np.einsum("pi,pi->p", field.metric_vector_product(d, start + lam * d), d)
+            step = lam * d
+            node = start + step
+            if not far:
+                return np.einsum("pi,pi->p", field.metric_vector_product(d, node), d)
+            back = node - start
+            rounding = (start - (node - back)) + (step - back)  # start + step = node + rounding, exactly
+            product, gradient = field.energy_terms(d, node)
+            return np.einsum("pi,pi->p", product, d) + np.einsum("pi,pi->p", gradient, rounding)
 
         scale = speed2(0.0) + speed2(1.0)
         scale[scale == 0] = 1.0  # d = 0: the integrand vanishes
