@@ -137,7 +137,7 @@ class MetricField:
     def _autograd_derivative(self, x):
         from autograd.differential_operators import make_jvp_reversemode
 
-        jvp = make_jvp_reversemode(self.metric_matrix, x)
+        jvp = make_jvp_reversemode(self.metric_matrix)(x)
         columns = []
         for k in range(self.dim):
             direction = np.zeros_like(x)
@@ -230,6 +230,63 @@ class MetricField:
         """:meth:`geodesic_acceleration` of already validated ``(n, dim)`` arrays (ODE right-hand sides)."""
         return self.geodesic_acceleration(tangent_vec, base_point)
 
+    # -- second derivatives (the Levi-Civita connection's curvature and variations) ---------
+    #: step of the central differences of :meth:`metric_derivative`, relative to ``1 + |x|``
+    second_difference_step = 2e-5
+
+    def metric_second_derivative(self, base_point):
+        r"""Second derivative :math:`\partial^2 M_{ij} / \partial x_k \partial x_l`, shape ``(..., dim, dim, dim, dim)``.
+
+        Default: central differences of :meth:`metric_derivative` (exact by
+        autodiff for an autograd-traceable ``metric_matrix``), symmetrized in
+        :math:`(k, l)`; error :math:`O(h^2)` with ``second_difference_step``.
+        """
+        x = self._check(base_point)
+        h = self.second_difference_step * (1.0 + np.abs(x))
+        columns = []
+        for l in range(self.dim):
+            step = np.zeros_like(x)
+            step[..., l] = h[..., l]
+            diff = self.metric_derivative(x + step) - self.metric_derivative(x - step)
+            columns.append(diff / (2.0 * h[..., l, None, None, None]))
+        second = np.stack(columns, axis=-1)
+        return 0.5 * (second + np.swapaxes(second, -1, -2))
+
+    def acceleration_derivative(self, tangent_vec, base_point, position_vec, velocity_vec):
+        r"""Directional derivative of :meth:`geodesic_acceleration` :math:`a(x, v) = -\Gamma_x(v, v)`, shape ``(..., dim)``.
+
+        :math:`\partial_x a[\delta x] + \partial_v a[\delta v]`, the right-hand side of the Jacobi
+        (variational) equation, with :math:`a = M^{-1} b`,
+        :math:`b = \tfrac12 [v^T \partial_l M v]_l - (\partial_v M) v`:
+
+        .. math::
+            \partial_x a[\delta x] = -(\partial_{\delta x} \Gamma)(v, v)
+            = M^{-1}\big(\tfrac12 [v^T \partial_l \partial_{\delta x} M\, v]_l
+              - (\partial_{\delta x} \partial_v M)\, v - (\partial_{\delta x} M)\, a\big),
+
+            \partial_v a[\delta v] = -2 \Gamma(v, \delta v)
+            = M^{-1}\big([v^T \partial_l M\, \delta v]_l - (\partial_v M)\, \delta v - (\partial_{\delta v} M)\, v\big).
+
+        Default: from :meth:`metric_derivative` and :meth:`metric_second_derivative`
+        (:math:`O(D^4)` per point); the local fields override it with :math:`O(R D^2)` products.
+        """
+        x = self._check(base_point)
+        v, dx, dv = (
+            check_points(u, self.dim, name)
+            for u, name in ((tangent_vec, "tangent_vec"), (position_vec, "position_vec"), (velocity_vec, "velocity_vec"))
+        )
+        second, first = self.metric_second_derivative(x), self.metric_derivative(x)
+        acceleration = self.geodesic_acceleration(v, x)
+        rhs = (
+            0.5 * np.einsum("...ijlk,...i,...j,...k->...l", second, v, v, dx)
+            - np.einsum("...ijkl,...j,...k,...l->...i", second, v, dx, v)
+            - np.einsum("...ijk,...k,...j->...i", first, dx, acceleration)
+            + np.einsum("...ijl,...i,...j->...l", first, v, dv)
+            - np.einsum("...ijk,...k,...j->...i", first, v, dv)
+            - np.einsum("...ijk,...k,...j->...i", first, dv, v)
+        )
+        return np.linalg.solve(self.metric_matrix(x), rhs[..., None])[..., 0]
+
     def __repr__(self):
         return f"{type(self).__name__}(dim={self.dim})"
 
@@ -276,3 +333,11 @@ class ConstantField(MetricField):
 
     def geodesic_acceleration(self, tangent_vec, base_point):
         return self.derivative_vector_product(tangent_vec, base_point)
+
+    def metric_second_derivative(self, base_point):
+        x = self._check(base_point)
+        return np.zeros(x.shape[:-1] + (self.dim,) * 4)
+
+    def acceleration_derivative(self, tangent_vec, base_point, position_vec, velocity_vec):
+        shapes = (np.shape(tangent_vec), np.shape(base_point), np.shape(position_vec), np.shape(velocity_vec))
+        return np.zeros(np.broadcast_shapes(*shapes))
