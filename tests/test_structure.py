@@ -152,6 +152,24 @@ def test_a_wrong_hook_is_reported():
         distance(Gappy(np.eye(2), np.eye(2)), [-1.0, 0.0], [1.0, 0.0], rule="line")
 
 
+@pytest.mark.parametrize("own_metric", [True, False])
+def test_nearest_cells_are_listed_in_order_along_each_segment(own_metric):
+    rng = np.random.default_rng(9)
+    metrics = random_spd(rng, 25, 2, condition=30.0)
+    field = NearestLocalField(rng.normal(size=(25, 2)), metrics, None if own_metric else metrics[0])
+    X, Y = 2.5 * rng.normal(size=(2, 3, 2))
+    cells = field.segment_cells(X[:, None, :], Y[None, :, :])  # 3 x 3 broadcast segments
+    assert cells.metrics is field.metrics
+    for p in range(9):
+        x, y = X[p // 3], Y[p % 3]
+        mine = cells.pair == p
+        breaks = np.r_[0.0, np.cumsum(cells.span[mine])]
+        assert breaks[-1] == pytest.approx(1.0, rel=1e-14) and np.all(cells.span[mine] > 0)
+        middle = x + 0.5 * (breaks[1:] + breaks[:-1])[:, None] * (y - x)
+        np.testing.assert_array_equal(field.nearest_center(middle), cells.cell[mine])
+    assert np.bincount(cells.pair).max() >= 4  # segments cross several cells
+
+
 # --------------------------------------------------------------------------- a user's piecewise-constant field
 
 
