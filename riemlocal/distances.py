@@ -52,10 +52,19 @@ from .utils.arrays import unique_rows
 from .utils.parallel import parallel_map
 from .utils.validation import check_option, check_points
 
-__all__ = ["RULES", "distance", "pairwise_distances"]
+__all__ = ["RULES", "RULES_BY_STRUCTURE", "distance", "pairwise_distances"]
 
 #: names accepted by the ``rule`` argument
 RULES = ("test", "train", "line", "line_length", "geodesic")
+
+#: the rules each declared field structure serves (DESIGN.md, "Field structure decides the algorithm"):
+#: geodesics need a smooth field; every other rule has an exact or certified path for every structure
+RULES_BY_STRUCTURE = {
+    "constant": RULES,
+    "smooth": RULES,
+    "piecewise_constant": tuple(rule for rule in RULES if rule != "geodesic"),
+    "piecewise_smooth": tuple(rule for rule in RULES if rule != "geodesic"),
+}
 
 _CHUNK_ELEMENTS = 2**22  # bound on the temporary arrays of one task (floats)
 _MAX_PAIRS = 4096  # pairs per task
@@ -144,9 +153,9 @@ def _check_rule(field, rule, squared):
     if not isinstance(squared, (bool, np.bool_)):
         raise TypeError(f"squared must be a bool, got {squared!r}")
     name = type(field).__name__
-    if rule == "geodesic" and not field.is_smooth:
+    if rule not in RULES_BY_STRUCTURE[field.structure]:
         raise ValueError(
-            f"rule='geodesic' needs a smooth field, but {name} has structure={field.structure!r} "
+            f"rule={rule!r} needs a smooth field, but {name} has structure={field.structure!r} "
             "(it has no geodesics); use rule='line' or 'line_length'"
         )
     if (

@@ -159,6 +159,8 @@ class LazyField(MetricField):
         if size == n_samples:
             return np.ones(1), np.arange(n_samples)[None]
         candidates = self._candidates(x, y)
+        if len(candidates) == size:  # no outsider can enter: one cell
+            return np.ones(1), candidates[None]
         offsets = x - self.X[candidates]
         steered = offsets if self.proximity is None else offsets @ self.proximity
         slope, intercept = 2.0 * steered @ (y - x), np.einsum("ni,ni->n", steered, offsets)
