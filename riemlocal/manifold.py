@@ -75,8 +75,8 @@ class LearnedMetric(RiemannianMetric):
             raise TypeError(f"field must be a riemlocal MetricField, got {type(field).__name__}")
         if not field.is_smooth:
             raise ValueError(
-                f"field must be smooth to define a Riemannian manifold; {type(field).__name__} is piecewise "
-                "constant (use SmoothLocalField / RBFLocalField, or the 'line' distance rule)"
+                f"field must be smooth to define a Riemannian manifold; {type(field).__name__} has structure="
+                f"{field.structure!r} (use SmoothLocalField / RBFLocalField, or the 'line' distance rule)"
             )
         self.field = field
         batching = {"chunk_size": chunk_size, "n_jobs": n_jobs, "verbose": verbose}

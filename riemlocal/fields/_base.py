@@ -1,10 +1,23 @@
 """The metric tensor field interface and the constant (global) field."""
 
+from collections import namedtuple
+
 import numpy as np
 
 from ..utils.validation import check_int, check_points, check_spd
 
-__all__ = ["MetricField", "ConstantField"]
+__all__ = ["MetricField", "ConstantField", "STRUCTURES", "SegmentCells"]
+
+#: what a field declares about itself (``MetricField.structure``); rules and the manifold choose their algorithm from it
+STRUCTURES = ("constant", "piecewise_constant", "piecewise_smooth", "smooth")
+
+SegmentCells = namedtuple("SegmentCells", ["pair", "span", "cell", "metrics"])
+SegmentCells.__doc__ = """Cells crossed by a batch of segments (:meth:`MetricField.segment_cells`).
+
+Piece ``k`` of segment ``pair[k]`` has length ``span[k]`` in :math:`\\lambda` and the
+metric ``metrics[cell[k]]``; the pieces of one segment are listed in order along it
+and their spans sum to 1, so the breakpoints are their cumulative sums.
+"""
 
 
 class MetricField:
@@ -26,17 +39,78 @@ class MetricField:
 
     Attributes
     ----------
+    structure : {"constant", "piecewise_constant", "piecewise_smooth", "smooth"}
+        What the field declares itself to be; a class attribute, ``"smooth"``
+        unless a subclass says otherwise. Distance rules and
+        :class:`~riemlocal.manifold.LearnedMetricManifold` choose their
+        algorithm from it: a constant field makes every rule Mahalanobis; a
+        piecewise-constant one implements :meth:`segment_cells`, and both line
+        rules are exact finite sums; piecewise-smooth and smooth fields get
+        line rules by quadrature; only constant and smooth fields have geodesics.
     is_smooth : bool
-        ``True`` when :math:`M` is differentiable, i.e. the field is a
-        Riemannian metric (Hauberg et al., Lemma 1) and geodesics exist.
+        ``True`` when :math:`M` is differentiable (``structure`` is
+        ``"constant"`` or ``"smooth"``), i.e. the field is a Riemannian metric
+        (Hauberg et al., Lemma 1) and geodesics exist. Read-only.
     """
 
-    is_smooth = True
+    structure = "smooth"
     #: step of the central-difference fallback, relative to ``1 + |x|``
     finite_difference_step = 1e-5
 
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        if "is_smooth" in cls.__dict__:
+            raise TypeError(
+                f"{cls.__name__}: is_smooth is derived from the class attribute structure; "
+                f"declare structure = one of {STRUCTURES} instead"
+            )
+        if cls.structure not in STRUCTURES:
+            raise ValueError(f"{cls.__name__}.structure must be one of {STRUCTURES}, got {cls.structure!r}")
+
     def __init__(self, dim):
         self.dim = check_int(dim, "dim")
+
+    @property
+    def is_smooth(self):
+        """Whether :math:`M` is differentiable (a Riemannian metric with geodesics), from :attr:`structure`."""
+        return self.structure in ("constant", "smooth")
+
+    def segment_cells(self, start_point, end_point):
+        r"""Cells crossed by the segments :math:`x \to y`: the hook of piecewise-constant fields.
+
+        Along :math:`x + \lambda (y - x)` a piecewise-constant field is constant
+        between breakpoints :math:`0 = \lambda_0 < \dots < \lambda_m = 1`; listing
+        them makes both line rules exact finite sums. A field declaring
+        ``structure = "piecewise_constant"`` implements this method.
+
+        Parameters
+        ----------
+        start_point, end_point : array-like of shape (..., dim)
+            Segment ends; their leading axes broadcast, and segment ``p`` is
+            entry ``p`` of the flattened broadcast batch.
+
+        Returns
+        -------
+        cells : SegmentCells
+            Flat arrays ``pair``, ``span``, ``cell`` (one entry per piece) and
+            the table ``metrics`` of shape ``(n_cells, dim, dim)`` they index.
+        """
+        raise NotImplementedError(
+            f"{type(self).__name__} declares structure={self.structure!r} and does not implement "
+            "segment_cells(start_point, end_point)"
+        )
+
+    def _segments(self, start_point, end_point):
+        """Broadcast and flatten segment ends to two ``(n, dim)`` arrays."""
+        start = check_points(start_point, self.dim, "start_point")
+        end = check_points(end_point, self.dim, "end_point")
+        try:
+            shape = np.broadcast_shapes(start.shape, end.shape)
+        except ValueError as exc:
+            raise ValueError(
+                f"the leading axes of start_point {start.shape[:-1]} and end_point {end.shape[:-1]} do not broadcast"
+            ) from exc
+        return np.broadcast_to(start, shape).reshape(-1, self.dim), np.broadcast_to(end, shape).reshape(-1, self.dim)
 
     def metric_matrix(self, base_point):
         """Metric :math:`M(x)`, shape ``(..., dim, dim)``."""
@@ -225,6 +299,8 @@ class ConstantField(MetricField):
     metric : array-like of shape (dim, dim)
         Symmetric positive definite matrix.
     """
+
+    structure = "constant"
 
     def __init__(self, metric):
         metric = check_spd(metric, "metric")

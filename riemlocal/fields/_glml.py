@@ -88,8 +88,8 @@ class GLMLField(MetricField):
     means_ : ndarray of shape (n_classes, dim)
     covariances_ : ndarray of shape (n_classes, dim, dim)
         Regularized class covariances :math:`\hat\Sigma_c + \epsilon I`.
-    is_smooth : bool
-        ``False``. :math:`A_{\mathrm{opt}}` is smooth where :math:`B(x)` is
+    structure : str
+        ``"piecewise_smooth"`` (so ``is_smooth`` is ``False``). :math:`A_{\mathrm{opt}}` is smooth where :math:`B(x)` is
         nonsingular, but when an eigenvalue of :math:`B` changes sign the counts
         :math:`d_\pm` jump, so every other eigenvalue of :math:`A_{\mathrm{opt}}`
         jumps: the field is discontinuous across the hypersurface
@@ -119,7 +119,7 @@ class GLMLField(MetricField):
     (4, 3, 3)
     """
 
-    is_smooth = False
+    structure = "piecewise_smooth"
 
     def __init__(self, X, y, gamma=1.0, reg_covar=1e-3):
         X = check_points(X, name="X", min_ndim=2)

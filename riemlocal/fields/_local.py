@@ -18,7 +18,8 @@ import numpy as np
 from scipy.special import logsumexp
 
 from ..utils.validation import check_points, check_positive, check_spd, solve_spd
-from ._base import MetricField
+from ._base import MetricField, SegmentCells
+from ._envelope import envelope_cells
 
 __all__ = ["NearestLocalField", "RBFLocalField", "SmoothLocalField"]
 
@@ -96,8 +97,9 @@ class NearestLocalField(_LocalField):
     Ramanan & Baker's nearest-neighbour interpolation (eq. 13) and, with
     ``proximity=None``, the anisotropic Voronoi cells of eq. 20--21. Per-class
     and per-exemplar metrics are this field with the training points as
-    centers. It is not smooth, so it has no geodesics; use the ``"line"``
-    rule of :mod:`riemlocal.distances`, which integrates it exactly.
+    centers. It is not smooth, so it has no geodesics; the ``"line"`` rules
+    of :mod:`riemlocal.distances` integrate it exactly, from the cells that
+    :meth:`segment_cells` finds by walking the lower envelope of parabolas.
 
     Parameters
     ----------
@@ -108,7 +110,7 @@ class NearestLocalField(_LocalField):
         Global metric defining nearness; ``None`` uses each center's own metric.
     """
 
-    is_smooth = False
+    structure = "piecewise_constant"
 
     def nearest_center(self, base_point):
         """Index of the active cell at each point, shape ``(...)``."""
@@ -120,6 +122,11 @@ class NearestLocalField(_LocalField):
 
     def metric_matrix(self, base_point):
         return self.metrics[self.nearest_center(base_point)]
+
+    def segment_cells(self, start_point, end_point):
+        """Cells crossed by each segment: the pieces of the lower envelope of the centers' parabolas."""
+        pair, cell, span = envelope_cells(self, *self._segments(start_point, end_point))
+        return SegmentCells(pair, span, cell, self.metrics)
 
     def metric_derivative(self, base_point):
         """Zero almost everywhere (undefined on cell boundaries)."""

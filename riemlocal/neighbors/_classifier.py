@@ -62,9 +62,9 @@ class LocalMetricKNN(ClassifierMixin, BaseEstimator):
         ``"train"`` evaluate the field once per distinct query / candidate
         (:func:`riemlocal.distances.distance` does the bookkeeping).
         ``"geodesic"`` needs a smooth field (``interpolation="rbf"`` or
-        ``"smooth"``); a :class:`LazyField` supports only ``"test"`` and
-        ``"train"``. The legal pairs are declared once, in
-        :data:`riemlocal.neighbors.RULES_BY_STRUCTURE`.
+        ``"smooth"``); a :class:`LazyField` is piecewise constant, so its
+        line rules are exact sums over its cells. The legal pairs follow from
+        :data:`riemlocal.distances.RULES_BY_STRUCTURE`.
     n_neighbors : int, default=3
         :math:`k` of the decision.
     shortlist : int, default=20
