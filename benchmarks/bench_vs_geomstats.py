@@ -1,0 +1,190 @@
+"""riemlocal against geomstats 2.8.0, side by side in one run (issue 15).
+
+geomstats runs in its best numpy configuration: the analytic derivative of
+the field as ``inner_product_derivative_matrix`` (closed-form geodesic
+equation), ``LogODESolver(use_jac=False)`` for Log and ``ExpODESolver`` with
+a vectorized RK4 ``GSIVPIntegrator(n_steps=50, step_type="rk4")`` for Exp.
+riemlocal runs with its defaults (Exp at ``rtol=EXP_RTOL`` to match RK4's accuracy).
+
+Fields: Log on ``bench_geodesics.random_field`` (R = 10 random SPD metrics,
+points 0.5 N(0, I)); Exp and statistics at D = 2 on the two-metric field
+``SmoothLocalField([[2, 2], [4, 4]], [2I, I])`` with points uniform in [0, 6]^2.
+
+Errors are against tight references: Log vectors against
+``EnergyLogSolver`` at 64-256 segments with tol 1e-10, in the norm M(x)
+relative to the distance; Exp end points against DOP853 at rtol 1e-12,
+relative to |Exp_x(v) - x|; Fréchet means and the PCA base points in M(mean)
+against riemlocal's mean at rtol 1e-9; regressions by their loss
+sum_i d^2(Exp_p(t_i v), y_i) (tight distances) above the better of the two.
+Times are medians of repeated runs (one warm-up call first); the load is
+printed with the table.
+
+Run: ``python benchmarks/bench_vs_geomstats.py [--quick]`` (one BLAS thread).
+"""
+
+import argparse
+import os
+import time
+import warnings
+
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
+import numpy as np  # noqa: E402
+from bench_geodesics import median_time, random_field  # noqa: E402
+from geomstats.geometry.euclidean import Euclidean  # noqa: E402
+from geomstats.geometry.riemannian_metric import RiemannianMetric  # noqa: E402
+from geomstats.learning.frechet_mean import FrechetMean as GeomstatsFrechetMean  # noqa: E402
+from geomstats.learning.geodesic_regression import GeodesicRegression as GeomstatsRegression  # noqa: E402
+from geomstats.learning.pca import TangentPCA  # noqa: E402
+from geomstats.numerics.geodesic import ExpODESolver, LogODESolver  # noqa: E402
+from geomstats.numerics.ivp import GSIVPIntegrator  # noqa: E402
+
+from riemlocal import LearnedMetricManifold, SmoothLocalField  # noqa: E402
+from riemlocal.learning import FrechetMean, GeodesicRegression, PrincipalGeodesicAnalysis  # noqa: E402
+from riemlocal.numerics import EnergyLogSolver, integrate_geodesic  # noqa: E402
+
+EXP_RTOL = 1e-7  # riemlocal's Exp tolerance in the Exp row (geomstats' RK4 with 50 steps: about 2e-7)
+TWO_METRICS = SmoothLocalField([[2.0, 2.0], [4.0, 4.0]], [2.0 * np.eye(2), np.eye(2)])
+
+
+def geomstats_space(field, n_steps=50):
+    """geomstats' Euclidean space equipped with the field's metric, in its best numpy configuration."""
+
+    class FieldMetric(RiemannianMetric):
+        def metric_matrix(self, base_point=None):
+            return field.metric_matrix(base_point)
+
+        def inner_product_derivative_matrix(self, base_point=None):
+            return field.metric_derivative(base_point)
+
+    space = Euclidean(field.dim, equip=False)
+    space.equip_with_metric(FieldMetric)
+    space.metric.exp_solver = ExpODESolver(space, integrator=GSIVPIntegrator(n_steps=n_steps, step_type="rk4"))
+    space.metric.log_solver = LogODESolver(space, use_jac=False)
+    return space
+
+
+def tight_log_solver(field):
+    return EnergyLogSolver(field, 64, rtol=1.0, log_rtol=1.0, max_segments=256, tol=1e-10, max_iter=20000)
+
+
+def log_errors(field, velocities, y, x):
+    """Max error of Log vectors in M(x), relative to the distance, against the tight solver."""
+    reference = tight_log_solver(field).solve(y, x)
+    gap = np.atleast_2d(velocities - reference.initial_velocity)
+    metric = field.metric_matrix(np.atleast_2d(x))
+    return float(np.max(np.sqrt(np.einsum("pi,pij,pj->p", gap, metric, gap)) / np.atleast_1d(reference.length)))
+
+
+def timed(fn, repeats):
+    """Median time after one warm-up call, and the last output."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        fn()
+        return median_time(fn, repeats)
+
+
+def row(name, ours, theirs, target=""):
+    """Markdown row from ``(seconds, error)`` of both sides (``theirs`` may be None)."""
+    (t_ours, e_ours) = ours
+    if theirs is None:
+        print(f"| {name} | {1e3 * t_ours:.2f} | {e_ours:.1e} | - | - | - | {target} |")
+        return
+    t_theirs, e_theirs = theirs
+    print(
+        f"| {name} | {1e3 * t_ours:.2f} | {e_ours:.1e} | {1e3 * t_theirs:.1f} | {e_theirs:.1e} "
+        f"| **{t_theirs / t_ours:.0f}x** | {target} |"
+    )
+
+
+def log_rows(dim, n_pairs, repeats, target, with_geomstats=True, n_centers=10):
+    field, rng = random_field(dim, n_centers=n_centers, seed=1)
+    x, y = 0.5 * rng.normal(size=(2, n_pairs, dim))
+    if n_pairs == 1:
+        x, y = x[0], y[0]
+    space = LearnedMetricManifold(field, chunk_size=max(n_pairs, 16))
+    t_ours, v_ours = timed(lambda: space.metric.log(y, x), repeats)
+    ours = (t_ours, log_errors(field, v_ours, y, x))
+    theirs = None
+    if with_geomstats:
+        gs_space = geomstats_space(field)
+        t_theirs, v_theirs = timed(lambda: gs_space.metric.log(y, x), repeats)
+        theirs = (t_theirs, log_errors(field, v_theirs, y, x))
+    what = "one pair" if n_pairs == 1 else f"batch of {n_pairs}"
+    row(f"Log, {what}, D = {dim}" + ("" if n_centers == 10 else f", R = {n_centers}"), ours, theirs, target)
+
+
+def exp_row(repeats):
+    rng = np.random.default_rng(2)
+    x = rng.uniform(0.0, 6.0, size=(49, 2))
+    v = rng.uniform(-3.0, 3.0, size=(49, 2))
+    reference = integrate_geodesic(TWO_METRICS, v, x, (1.0,), rtol=1e-12, atol=1e-14)[:, 0]
+
+    def error(end):
+        return float(np.max(np.linalg.norm(end - reference, axis=1) / np.linalg.norm(reference - x, axis=1)))
+
+    space = LearnedMetricManifold(TWO_METRICS, rtol=EXP_RTOL, chunk_size=49)
+    gs_space = geomstats_space(TWO_METRICS)
+    t_ours, end_ours = timed(lambda: space.metric.exp(v, x), repeats)
+    t_theirs, end_theirs = timed(lambda: gs_space.metric.exp(v, x), repeats)
+    row(f"Exp, batch of 49, D = 2 (ours rtol {EXP_RTOL:g})", (t_ours, error(end_ours)), (t_theirs, error(end_theirs)), ">= 5x")
+
+
+def statistics_rows(repeats, regression_repeats):
+    rng = np.random.default_rng(3)
+    X = rng.uniform(0.0, 6.0, size=(50, 2))
+    space, gs_space = LearnedMetricManifold(TWO_METRICS), geomstats_space(TWO_METRICS)
+    reference = FrechetMean(space, rtol=1e-9, tol=1e-9).fit(X).estimate_
+    metric = TWO_METRICS.metric_matrix(reference)
+
+    def mean_error(point):
+        gap = point - reference
+        return float(np.sqrt(gap @ metric @ gap) / np.sqrt(np.trace(metric)))
+
+    t, mean = timed(lambda: FrechetMean(space).fit(X).estimate_, repeats)
+    t_gs, mean_gs = timed(lambda: GeomstatsFrechetMean(gs_space).fit(X).estimate_, repeats)
+    row("Fréchet mean, 50 points, D = 2", (t, mean_error(mean)), (t_gs, mean_error(mean_gs)), ">= 100x")
+    t, pga = timed(lambda: PrincipalGeodesicAnalysis(space, n_components=2).fit(X), repeats)
+    t_gs, pca = timed(lambda: TangentPCA(gs_space, n_components=2).fit(X), repeats)
+    row("tangent PCA, 50 points, D = 2", (t, mean_error(pga.mean_)), (t_gs, mean_error(pca.base_point_)), ">= 100x")
+
+    t_reg = np.linspace(-1.0, 1.0, 30)
+    truth = space.metric.exp(t_reg[:, None] * np.array([1.5, 0.8]), np.array([3.0, 3.0]))
+    Y = truth + 0.1 * rng.normal(size=truth.shape)
+    tight = tight_log_solver(TWO_METRICS)
+
+    def loss(intercept, coef):
+        fitted = space.metric.exp(t_reg[:, None] * coef, intercept)
+        return float(np.sum(tight.dist(fitted, Y) ** 2))
+
+    t, ours = timed(lambda: GeodesicRegression(space).fit(t_reg, Y), repeats)
+    t_gs, theirs = timed(
+        lambda: GeomstatsRegression(gs_space, center_X=False, initialization="data").fit(t_reg, Y), regression_repeats
+    )
+    losses = np.array([loss(ours.intercept_, ours.coef_.ravel()), loss(theirs.intercept_, theirs.coef_)])
+    excess = losses / losses.min() - 1.0
+    row("geodesic regression, 30 points, D = 2 (loss excess)", (t, excess[0]), (t_gs, excess[1]), ">= 100x")
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="fewer repeats, no D = 500")
+    args = parser.parse_args()
+    repeats = 3 if args.quick else 7
+    print(f"load average: {', '.join(f'{load:.2f}' for load in os.getloadavg())}\n")
+    print("| operation | riemlocal (ms) | error | geomstats (ms) | error | speed-up | target |")
+    print("|---|---|---|---|---|---|---|")
+    for dim in (2, 10, 20):
+        log_rows(dim, 1, repeats, ">= 20x")
+    for dim, n_pairs in ((2, 49), (10, 16), (20, 16)):
+        log_rows(dim, n_pairs, repeats if dim == 2 else 1, ">= 50x")
+    exp_row(repeats)
+    statistics_rows(repeats, 1)
+    targets = {100: "<= 20 ms", 500: "-", 1000: "<= 500 ms"}
+    for dim in (100, 1000) if args.quick else (100, 500, 1000):
+        log_rows(dim, 1, repeats, targets[dim], with_geomstats=False)
+
+
+if __name__ == "__main__":
+    main()
