@@ -6,13 +6,16 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from numpy.testing import assert_allclose, assert_array_equal
 from sklearn.exceptions import ConvergenceWarning
 
 from riemlocal import ConstantField, LearnedMetricManifold, SmoothLocalField
 from riemlocal.numerics import (
     EnergyLogSolver,
     curve_energy,
+    dormand_prince,
     initial_velocity,
+    integrate_geodesic,
     minimize_curve_energy,
     refine,
     trapezoid_energy,
@@ -221,3 +224,56 @@ def test_solver_options_are_validated_at_construction_and_use():
     solver.method = "bfgs"
     with pytest.raises(ValueError, match="method"):
         solver.log(np.ones(2), np.zeros(2))
+
+
+# -- the batched Dormand--Prince integrator (Exp) --------------------------------------------
+
+
+def test_dormand_prince_follows_a_linear_system_at_every_output_time():
+    from scipy.linalg import expm
+
+    rng = np.random.default_rng(5)
+    generator = np.array([[0.0, 3.0, 0.0], [-3.0, 0.0, 0.5], [0.0, -0.5, -1.0]])
+    y0 = rng.normal(size=(4, 3)) * np.array([[1e-3], [1.0], [10.0], [1e3]])  # states of very different sizes
+    times = np.array([0.0, 0.25, 1.0, 2.5])
+    rtol = 1e-8
+    states = dormand_prince(lambda y: y @ generator.T, y0, times, rtol, 1e-12)
+    exact = np.einsum("tij,bj->bti", np.array([expm(t * generator) for t in times]), y0)
+    scale = np.linalg.norm(y0, axis=1)[:, None]
+    assert np.max(np.linalg.norm(states - exact, axis=2) / scale) < 100 * rtol
+    assert_array_equal(states[:, 0], y0)
+
+
+def test_a_geodesic_is_integrated_the_same_whatever_its_batch_mates():
+    field, rng = random_field(3, seed=2)
+    x, v = rng.normal(size=(2, 8, 3))
+    v[1:] *= 6.0  # fast mates need many more steps
+    alone = integrate_geodesic(field, v[:1], x[:1], (0.5, 1.0), 1e-7, 1e-9)
+    together = integrate_geodesic(field, v, x, (0.5, 1.0), 1e-7, 1e-9)
+    assert_allclose(together[:1], alone, rtol=1e-12, atol=1e-12)
+
+
+def test_exp_of_the_stereographic_sphere_is_the_great_circle():
+    from test_connection import sphere
+
+    v = np.array([[0.3, -0.7], [1.0, 0.2], [0.05, 0.0]])
+    t = np.array([0.2, 0.6, 1.0])
+    path = integrate_geodesic(sphere(2), v, np.zeros_like(v), t, 1e-10, 1e-12)
+    speed = np.linalg.norm(v, axis=1)
+    exact = np.tan(t[None, :, None] * speed[:, None, None]) * (v / speed[:, None])[:, None, :]
+    assert_allclose(path, exact, rtol=1e-8, atol=1e-10)
+
+
+def test_exp_agrees_with_scipy_dop853_on_a_learned_field():
+    from scipy.integrate import solve_ivp
+
+    field, rng = random_field(4, seed=3)
+    x, v = rng.normal(size=(2, 5, 4))
+    ours = integrate_geodesic(field, v, x, (1.0,), 1e-9, 1e-11)[:, 0]
+    for row in range(5):
+
+        def rhs(_, state):
+            return np.concatenate([state[4:], field.geodesic_acceleration(state[4:], state[:4])])
+
+        reference = solve_ivp(rhs, (0.0, 1.0), np.concatenate([x[row], v[row]]), method="DOP853", rtol=1e-12, atol=1e-14)
+        assert_allclose(ours[row], reference.y[:4, -1], rtol=1e-7, atol=1e-8 * np.linalg.norm(v[row]))

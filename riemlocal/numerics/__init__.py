@@ -17,6 +17,7 @@ from ._minimize import (
     minimize_curve_energy,
     resolve_method,
 )
+from ._runge_kutta import dormand_prince
 from ._solvers import (
     CHUNK_SIZE,
     EXP_ATOL_FACTOR,
@@ -42,6 +43,7 @@ __all__ = [
     "mean_metric_factors",
     "minimize_curve_energy",
     "resolve_method",
+    "dormand_prince",
     "CHUNK_SIZE",
     "EXP_ATOL_FACTOR",
     "RTOL",
