@@ -277,3 +277,18 @@ def test_exp_agrees_with_scipy_dop853_on_a_learned_field():
 
         reference = solve_ivp(rhs, (0.0, 1.0), np.concatenate([x[row], v[row]]), method="DOP853", rtol=1e-12, atol=1e-14)
         assert_allclose(ours[row], reference.y[:4, -1], rtol=1e-7, atol=1e-8 * np.linalg.norm(v[row]))
+
+
+def test_auto_takes_newton_for_few_problems_and_both_minimizers_agree():
+    from riemlocal.numerics import resolve_method
+
+    assert resolve_method("auto", 20, n_problems=1) == "newton"
+    assert resolve_method("auto", 20, n_problems=16) == "lbfgs"
+    assert resolve_method("auto", 20, free_start=True, n_problems=1) == "lbfgs"
+    assert resolve_method("auto", 4, n_problems=1000) == "newton"
+    field, rng = random_field(12, seed=4)
+    x, y = 0.5 * rng.normal(size=(2, 12))
+    newton = EnergyLogSolver(field, method="newton").solve(y, x)
+    lbfgs = EnergyLogSolver(field, method="lbfgs").solve(y, x)
+    assert_allclose(newton.length, lbfgs.length, rtol=2e-6)
+    assert_allclose(newton.initial_velocity, lbfgs.initial_velocity, atol=2e-4 * float(newton.length))

@@ -10,6 +10,7 @@ from ._energy import (
 from ._minimize import (
     METHODS,
     NEWTON_MAX_DIM,
+    NEWTON_MAX_WORK,
     EnergyMinimum,
     Extrapolation,
     extrapolate_levels,
@@ -37,6 +38,7 @@ __all__ = [
     "trapezoid_energy",
     "METHODS",
     "NEWTON_MAX_DIM",
+    "NEWTON_MAX_WORK",
     "EnergyMinimum",
     "Extrapolation",
     "extrapolate_levels",

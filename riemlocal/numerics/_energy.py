@@ -10,6 +10,8 @@ endpoints are discrete geodesics (Hauberg, Freifeld & Black, *A Geometric
 Take on Metric Learning*, NIPS 2012, sec. 3.1).
 """
 
+import functools
+
 import numpy as np
 
 __all__ = ["curve_energy", "laplacian_inverse_sqrt", "refine", "initial_velocity", "trapezoid_energy"]
@@ -67,19 +69,24 @@ def curve_energy(field, curves, hessian=False):
     return energy, gradient, last[..., :-1, :, :] + first[..., 1:, :, :], cross[..., 1:-1, :, :]
 
 
-def laplacian_inverse_sqrt(n_segments):
-    r""":math:`\Delta^{-1/2}` of the (n_segments - 1)-node Dirichlet Laplacian tridiag(-1, 2, -1).
+@functools.lru_cache(maxsize=32)
+def laplacian_inverse_sqrt(n_segments, inverse=False):
+    r""":math:`\Delta^{-1/2}` (or, with ``inverse``, :math:`\Delta^{1/2}`) of the (n_segments - 1)-node Dirichlet Laplacian tridiag(-1, 2, -1).
 
     The orthonormal DST-I basis :math:`S_{jk} = \sqrt{2/N} \sin(\pi jk/N)`
     diagonalizes :math:`\Delta` with eigenvalues :math:`2 - 2\cos(\pi k/N)`,
-    so :math:`\Delta^{-1/2} = S \Lambda^{-1/2} S`: a small symmetric matrix,
+    so :math:`\Delta^{\mp 1/2} = S \Lambda^{\mp 1/2} S`: a small symmetric matrix,
     applied along the node axis of curves in one product (for the tens of
     nodes used here, faster than two fast sine transforms). It is the
-    preconditioner of discrete curve energies.
+    preconditioner of discrete curve energies; cached per ``n_segments``
+    (read-only).
     """
     k = np.arange(1, n_segments)
     basis = np.sqrt(2.0 / n_segments) * np.sin(np.pi * np.outer(k, k) / n_segments)
-    return (basis / np.sqrt(2.0 - 2.0 * np.cos(np.pi * k / n_segments))) @ basis
+    eigenvalues = 2.0 - 2.0 * np.cos(np.pi * k / n_segments)
+    matrix = (basis * (np.sqrt(eigenvalues) if inverse else 1.0 / np.sqrt(eigenvalues))) @ basis
+    matrix.flags.writeable = False
+    return matrix
 
 
 def refine(curves):

@@ -29,10 +29,12 @@ __all__ = [
     "minimize_curve_energy",
     "extrapolate_levels",
     "resolve_method",
+    "NEWTON_MAX_WORK",
 ]
 
 METHODS = ("auto", "newton", "lbfgs")  #: energy minimizers
-NEWTON_MAX_DIM = 8  # "auto" takes Newton up to this dimension (above, L-BFGS is faster: benchmarks/bench_geodesics.py)
+NEWTON_MAX_DIM = 8  # "auto" takes Newton up to this dimension (above, L-BFGS is faster on batches: benchmarks/bench_geodesics.py)
+NEWTON_MAX_WORK = 20**3  # ... and for problems * dim^3 up to this: a few problems pay per-iteration overhead, not O(dim^3)
 ERROR_SAFETY = 2.0  # error estimates are this multiple of the last Romberg correction (extrapolate_levels)
 RESOLVED_RATIO = 3.0  # the quadrature gap falls by 4 per level where the metric is resolved, by 2 where it is not
 STALL_FACTOR = 10.0
@@ -41,10 +43,17 @@ UNRESOLVED = 1e-8  #: curves this short (relative to their coordinates) stay str
 _DAMPING = 10.0 ** np.arange(-3, 5)  # Levenberg--Marquardt shifts tried where the energy Hessian is indefinite
 
 
-def resolve_method(method, dim, free_start=False):
-    """``"newton"`` or ``"lbfgs"`` for ``method`` in :data:`METHODS`; ``"auto"`` takes Newton up to ``dim = 8``."""
+def resolve_method(method, dim, free_start=False, n_problems=None):
+    """``"newton"`` or ``"lbfgs"`` for ``method`` in :data:`METHODS`.
+
+    ``"auto"`` takes Newton (fixed first nodes only) up to ``dim = 8``, and
+    for ``n_problems * dim**3 <= NEWTON_MAX_WORK`` (one pair up to ``dim = 20``):
+    Newton converges in about three energy evaluations per level where
+    L-BFGS needs eight or more, which decides small batches.
+    """
     if check_option(method, "method", METHODS) == "auto":
-        return "newton" if dim <= NEWTON_MAX_DIM and not free_start else "lbfgs"
+        small = n_problems is not None and n_problems * dim**3 <= NEWTON_MAX_WORK
+        return "newton" if (dim <= NEWTON_MAX_DIM or small) and not free_start else "lbfgs"
     if method == "newton" and free_start:
         raise ValueError("method='newton' needs fixed first nodes (free_start=False); use 'lbfgs' or 'auto'")
     return method
@@ -124,7 +133,7 @@ def minimize_curve_energy(field, curves, weights=None, free_start=False, method=
     curves = np.array(curves, dtype=float)
     n_problems, n_curves, _, dim = curves.shape
     weights = np.full((n_problems, n_curves), 1.0 / n_curves) if weights is None else np.asarray(weights, dtype=float)
-    method = resolve_method(method, dim, free_start)
+    method = resolve_method(method, dim, free_start, n_problems)
     ends = curves[:, :, [0, -1]]
     span = np.abs(ends[:, :, 1] - ends[:, :, 0]).max(axis=(1, 2))
     active = span > UNRESOLVED * (1.0 + np.abs(ends).max(axis=(1, 2, 3)))
@@ -157,7 +166,7 @@ class _Chart:
         self.lengths = np.sqrt(self.normalizer)
         self.curve_scales = self.lengths[:, None] / np.sqrt(2.0 * self.n_segments * weights)
         self.preconditioner = laplacian_inverse_sqrt(self.n_segments)
-        self.inverse_preconditioner = np.linalg.inv(self.preconditioner) if newton else None
+        self.inverse_preconditioner = laplacian_inverse_sqrt(self.n_segments, inverse=True) if newton else None
         self.taper = 1.0 - np.arange(n_nodes) / self.n_segments
         self.n_shift = dim if free_start else 0
         self.n_variables = self.n_shift + n_curves * (self.n_segments - 1) * dim

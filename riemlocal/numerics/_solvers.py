@@ -19,6 +19,7 @@ import warnings
 from dataclasses import dataclass
 
 import numpy as np
+from joblib import effective_n_jobs
 from sklearn.exceptions import ConvergenceWarning
 
 from ..utils.parallel import parallel_map
@@ -75,6 +76,8 @@ def _broadcast_pairs(first, second, names, dim):
 
 def _map_chunks(solve, a, b, chunk_size, n_jobs, verbose, description):
     """``solve`` on chunks of the pairs ``(a, b)`` (joblib), outputs concatenated along the pair axis."""
+    if len(a) <= chunk_size and not verbose and effective_n_jobs(n_jobs) == 1:  # one chunk, in this process
+        return list(solve(a, b))
     chunks = [slice(i, i + chunk_size) for i in range(0, len(a), chunk_size)]
     parts = parallel_map(solve, [(a[c], b[c]) for c in chunks], n_jobs, verbose, description)
     return [np.concatenate(outputs) for outputs in zip(*parts)]
