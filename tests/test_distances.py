@@ -311,3 +311,26 @@ def test_bad_input():
         pairwise_distances(nearest, np.zeros((2, 2, 2)))
     with pytest.raises(TypeError, match="field must be a MetricField"):
         distance(np.eye(2), x, y)
+
+
+def test_geodesic_matrix_solves_each_unordered_pair_once(smooth_field, monkeypatch):
+    from riemlocal import LearnedMetricManifold
+    from riemlocal.numerics import EnergyLogSolver
+
+    X = np.random.default_rng(9).normal(size=(7, 2))
+    solved, original = [], EnergyLogSolver._solve_chunk
+
+    def counting(self, point, base_point, log_rtol):
+        solved.append(len(point))
+        return original(self, point, base_point, log_rtol)
+
+    monkeypatch.setattr(EnergyLogSolver, "_solve_chunk", counting)
+    matrix = pairwise_distances(smooth_field, X, rule="geodesic")
+    assert sum(solved) == 7 * 6 // 2
+    np.testing.assert_array_equal(matrix, matrix.T)
+    np.testing.assert_array_equal(np.diag(matrix), 0.0)
+    metric = LearnedMetricManifold(smooth_field).metric
+    i, j = np.triu_indices(7, 1)
+    for a, b in ((i, j), (j, i)):  # each direction solved on its own agrees to the solver's tolerance
+        one_by_one = np.array([metric.dist(X[p], X[q]) for p, q in zip(a, b)])
+        np.testing.assert_allclose(matrix[a, b], one_by_one, rtol=2e-6)

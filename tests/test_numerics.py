@@ -292,3 +292,19 @@ def test_auto_takes_newton_for_few_problems_and_both_minimizers_agree():
     lbfgs = EnergyLogSolver(field, method="lbfgs").solve(y, x)
     assert_allclose(newton.length, lbfgs.length, rtol=2e-6)
     assert_allclose(newton.initial_velocity, lbfgs.initial_velocity, atol=2e-4 * float(newton.length))
+
+
+def test_dist_solves_a_reversed_pair_once_and_reports_it_from_the_other_end():
+    solver = EnergyLogSolver(TWO_METRIC)
+    x, y = np.array([1.0, 3.0]), np.array([5.0, 2.0])
+    points_a, points_b = np.array([x, y, x]), np.array([y, x, y])
+    dist = solver.dist(points_a, points_b)
+    result = solver.last_result_
+    assert dist[0] == dist[1] == dist[2]
+    assert np.all(np.isnan(result.initial_velocity[1])) and np.isnan(result.log_error_estimate[1])
+    assert np.all(result.converged)
+    np.testing.assert_array_equal(result.curves[1], result.curves[0][::-1])
+    np.testing.assert_array_equal(result.curves[1][0], points_a[1])  # from point_a to point_b
+    logs = solver.log(points_b, points_a)  # Log needs both directions: each solved
+    np.testing.assert_allclose(solver.dist(y, x), np.sqrt(logs[1] @ TWO_METRIC.metric_matrix(y) @ logs[1]), rtol=1e-4)
+    np.testing.assert_array_equal(logs[0], logs[2])

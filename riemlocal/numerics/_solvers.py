@@ -22,6 +22,7 @@ import numpy as np
 from joblib import effective_n_jobs
 from sklearn.exceptions import ConvergenceWarning
 
+from ..utils.arrays import unique_rows
 from ..utils.parallel import parallel_map
 from ..utils.validation import check_int, check_option, check_points, check_positive
 from ._energy import initial_velocity
@@ -72,6 +73,21 @@ def _broadcast_pairs(first, second, names, dim):
     if int(np.prod(shape[:-1])) == 0:
         raise ValueError(f"{names[0]} and {names[1]} must hold at least one point, got shape {shape}")
     return np.broadcast_to(a, shape).reshape(-1, dim), np.broadcast_to(b, shape).reshape(-1, dim), shape[:-1]
+
+
+def _distinct_pairs(x, y, symmetric):
+    """One representative of each distinct pair ``(x_p, y_p)``, unordered if ``symmetric``.
+
+    Returns the representatives' indices, the representative of every pair
+    (``inverse``) and whether a pair is its representative reversed.
+    """
+    ids = unique_rows(np.concatenate([x, y]))[1]
+    a, b = ids[: len(x)], ids[len(x) :]
+    reverse = (a > b) if symmetric else np.zeros(len(x), dtype=bool)
+    keys = np.where(reverse, b, a) * (ids.max() + 1) + np.where(reverse, a, b)
+    _, first, inverse = np.unique(keys, return_index=True, return_inverse=True)
+    inverse = inverse.ravel()
+    return first, inverse, reverse != reverse[first][inverse]
 
 
 def _map_chunks(solve, a, b, chunk_size, n_jobs, verbose, description):
@@ -151,7 +167,9 @@ class BoundaryValueResult:
     Attributes
     ----------
     initial_velocity : ndarray of shape (..., dim)
-        :math:`c'(0) = \\mathrm{Log}_x(y)`.
+        :math:`c'(0) = \\mathrm{Log}_x(y)`; NaN (as ``log_error_estimate``) after
+        :meth:`~EnergyLogSolver.dist` for pairs solved from the other end (each
+        unordered pair is solved once; its curve is then reversed).
     length : ndarray of shape (...)
         Geodesic distance.
     error_estimate : ndarray of shape (...)
@@ -262,7 +280,7 @@ class EnergyLogSolver:
         return self.solve(point, base_point).initial_velocity
 
     def dist(self, point_a, point_b):
-        """Geodesic distance (length of the shortest curve), shape ``(...)``."""
+        """Geodesic distance (length of the shortest curve), shape ``(...)``; each distinct unordered pair is solved once."""
         return self.solve(point_b, point_a, ("point_b", "point_a"), log_rtol=np.inf).length
 
     def solve(self, point, base_point, names=("point", "base_point"), log_rtol=None):
@@ -273,13 +291,19 @@ class EnergyLogSolver:
         self._check()
         log_rtol = self.log_rtol if log_rtol is None else log_rtol
         y, x, shape = _broadcast_pairs(point, base_point, names, self.field.dim)
+        first, inverse, flipped = _distinct_pairs(x, y, symmetric=np.isinf(log_rtol))
 
         def solve_chunk(point, base_point):
             return self._solve_chunk(point, base_point, log_rtol)
 
-        outputs = _map_chunks(solve_chunk, y, x, self.chunk_size, self.n_jobs, self.verbose, "geodesic boundary-value problems")
-        velocity, length, error, log_error, n_segments, optimized, curves, n_iter = outputs
-        converged = optimized & (error <= self.rtol) & (log_error <= log_rtol)
+        outputs = _map_chunks(
+            solve_chunk, y[first], x[first], self.chunk_size, self.n_jobs, self.verbose, "geodesic boundary-value problems"
+        )
+        velocity, length, error, log_error, n_segments, optimized, curves, n_iter = (part[inverse] for part in outputs)
+        velocity[flipped], log_error[flipped] = np.nan, np.nan  # solved from the other end: no Log at this one
+        for row in np.flatnonzero(flipped):
+            curves[row] = curves[row][::-1]
+        converged = optimized & (error <= self.rtol) & ~(log_error > log_rtol)  # NaN: no Log asked (dist)
         self.last_result_ = BoundaryValueResult(
             initial_velocity=velocity.reshape(shape + (self.field.dim,)),
             length=length.reshape(shape),
