@@ -16,8 +16,8 @@ relative to the distance; Exp end points against DOP853 at rtol 1e-12,
 relative to |Exp_x(v) - x|; Fréchet means and the PCA base points in M(mean)
 against riemlocal's mean at rtol 1e-9; regressions by their loss
 sum_i d^2(Exp_p(t_i v), y_i) (tight distances) above the better of the two.
-Times are medians of repeated runs (one warm-up call first); the load is
-printed with the table.
+Times are medians of repeated runs (one warm-up call first), except the
+distance matrix (one run, 5 of its pairs checked); the load is printed with the table.
 
 Run: ``python benchmarks/bench_vs_geomstats.py [--quick]`` (one BLAS thread).
 """
@@ -41,6 +41,7 @@ from geomstats.numerics.geodesic import ExpODESolver, LogODESolver  # noqa: E402
 from geomstats.numerics.ivp import GSIVPIntegrator  # noqa: E402
 
 from riemlocal import LearnedMetricManifold, SmoothLocalField  # noqa: E402
+from riemlocal.distances import pairwise_distances  # noqa: E402
 from riemlocal.learning import FrechetMean, GeodesicRegression, PrincipalGeodesicAnalysis  # noqa: E402
 from riemlocal.numerics import EnergyLogSolver, integrate_geodesic  # noqa: E402
 
@@ -167,6 +168,25 @@ def statistics_rows(repeats, regression_repeats):
     row("geodesic regression, 30 points, D = 2 (loss excess)", (t, excess[0]), (t_gs, excess[1]), ">= 100x")
 
 
+def distance_matrix_row(n_points, dim, n_jobs):
+    """Time of ``pairwise_distances(rule="geodesic")``, extrapolated to 500 points by the number of pairs."""
+    field, rng = random_field(dim, seed=1)
+    X = 0.5 * rng.normal(size=(n_points, dim))
+    pairwise_distances(field, X[:4], rule="geodesic", n_jobs=n_jobs)  # starts the workers
+    start = time.perf_counter()
+    matrix = pairwise_distances(field, X, rule="geodesic", n_jobs=n_jobs)
+    seconds = time.perf_counter() - start
+    i, j = np.triu_indices(n_points, 1)
+    check = rng.choice(len(i), size=5, replace=False)
+    reference = tight_log_solver(field).dist(X[i[check]], X[j[check]])
+    error = float(np.max(np.abs(matrix[i[check], j[check]] - reference) / reference))
+    per_pair = seconds / (n_points * (n_points - 1))
+    print(
+        f"| geodesic distance matrix, {n_points} points, D = {dim}, n_jobs={n_jobs} | {1e3 * seconds:.0f} "
+        f"| {error:.1e} | - | - | - | 500 points: {per_pair * 500 * 499:.0f} s (<= 30 s) |"
+    )
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="fewer repeats, no D = 500")
@@ -181,6 +201,7 @@ def main():
         log_rows(dim, n_pairs, repeats if dim == 2 else 1, ">= 50x")
     exp_row(repeats)
     statistics_rows(repeats, 1)
+    distance_matrix_row(40 if args.quick else 100, 10, 2)
     targets = {100: "<= 20 ms", 500: "-", 1000: "<= 500 ms"}
     for dim in (100, 1000) if args.quick else (100, 500, 1000):
         log_rows(dim, 1, repeats, targets[dim], with_geomstats=False)

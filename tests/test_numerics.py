@@ -308,3 +308,20 @@ def test_dist_solves_a_reversed_pair_once_and_reports_it_from_the_other_end():
     logs = solver.log(points_b, points_a)  # Log needs both directions: each solved
     np.testing.assert_allclose(solver.dist(y, x), np.sqrt(logs[1] @ TWO_METRIC.metric_matrix(y) @ logs[1]), rtol=1e-4)
     np.testing.assert_array_equal(logs[0], logs[2])
+
+
+def test_pairs_are_split_over_the_workers(monkeypatch):
+    from joblib import parallel_config
+
+    sizes, original = [], EnergyLogSolver._solve_chunk
+
+    def counting(self, point, base_point, log_rtol):
+        sizes.append(len(point))
+        return original(self, point, base_point, log_rtol)
+
+    monkeypatch.setattr(EnergyLogSolver, "_solve_chunk", counting)
+    x, y = np.random.default_rng(6).uniform(0, 6, size=(2, 6, 2))
+    with parallel_config(backend="threading"):
+        split = EnergyLogSolver(TWO_METRIC, chunk_size=256, n_jobs=2).dist(x, y)
+    assert sorted(sizes) == [3, 3]
+    np.testing.assert_allclose(split, EnergyLogSolver(TWO_METRIC).dist(x, y), rtol=1e-10)

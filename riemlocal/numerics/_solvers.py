@@ -91,10 +91,12 @@ def _distinct_pairs(x, y, symmetric):
 
 
 def _map_chunks(solve, a, b, chunk_size, n_jobs, verbose, description):
-    """``solve`` on chunks of the pairs ``(a, b)`` (joblib), outputs concatenated along the pair axis."""
-    if len(a) <= chunk_size and not verbose and effective_n_jobs(n_jobs) == 1:  # one chunk, in this process
+    """``solve`` on chunks of at most ``chunk_size`` pairs ``(a, b)``, at least one per worker (joblib); outputs concatenated."""
+    n_workers = effective_n_jobs(n_jobs)
+    if len(a) <= chunk_size and not verbose and n_workers == 1:  # one chunk, in this process
         return list(solve(a, b))
-    chunks = [slice(i, i + chunk_size) for i in range(0, len(a), chunk_size)]
+    size = max(1, min(chunk_size, -(-len(a) // n_workers)))
+    chunks = [slice(i, i + size) for i in range(0, len(a), size)]
     parts = parallel_map(solve, [(a[c], b[c]) for c in chunks], n_jobs, verbose, description)
     return [np.concatenate(outputs) for outputs in zip(*parts)]
 
