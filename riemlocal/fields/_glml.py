@@ -139,9 +139,13 @@ class GLMLField(MetricField):
         self.X, self.y = X, y
         self.classes_ = classes
         self.priors_ = counts / counts.sum()
-        self.means_ = np.stack([X[y_index == c].mean(axis=0) for c in range(classes.size)])
+        # class means relative to a training point: x - mu_c = (x - X_0) - (mu_c - X_0) cancels nothing at large offsets
+        self._origin = X[0]
+        local = X - self._origin
+        self._local_means = np.stack([local[y_index == c].mean(axis=0) for c in range(classes.size)])
+        self.means_ = self._origin + self._local_means
         self.covariances_ = np.stack(
-            [np.cov(X[y_index == c], rowvar=False, bias=True).reshape(self.dim, self.dim) for c in range(classes.size)]
+            [np.cov(local[y_index == c], rowvar=False, bias=True).reshape(self.dim, self.dim) for c in range(classes.size)]
         ) + self.alpha * np.eye(self.dim)
         if not np.all(is_positive_definite(self.covariances_)):
             raise ValueError(
@@ -165,7 +169,7 @@ class GLMLField(MetricField):
 
     def _posteriors_and_whitened(self, x):
         """Posteriors and :math:`\\Sigma_c^{-1}(x - \\mu_c)`, shape ``(..., C, D)``."""
-        diff = x[..., None, :] - self.means_
+        diff = (x - self._origin)[..., None, :] - self._local_means
         whitened = np.einsum("cij,...cj->...ci", self._precisions, diff)
         log_joint = self._log_norms - 0.5 * np.einsum("...ci,...ci->...c", diff, whitened)
         return softmax(log_joint, axis=-1), whitened

@@ -24,7 +24,8 @@ CacheInfo = namedtuple("CacheInfo", ["hits", "misses", "currsize", "maxsize"])
 
 
 def _learn(learner, X, y, neighbour_sets, options):
-    return [fit_local_metric(learner, X[idx], y[idx], **options) for idx in neighbour_sets]
+    # relative to the first neighbour: metric learners are translation invariant, their sums at offsets of 1e8 are not
+    return [fit_local_metric(learner, X[idx] - X[idx[0]], y[idx], **options) for idx in neighbour_sets]
 
 
 class LazyField(MetricField):

@@ -50,9 +50,6 @@ class _LocalField(MetricField):
         self.proximity = proximity
         self._stacked = metrics.reshape(n_centers * dim, dim)  # rows: M_1, ..., M_R
         self._flat_metrics = metrics.reshape(n_centers, dim * dim)
-        nearness = metrics if proximity is None else np.broadcast_to(proximity, metrics.shape)
-        self._center_products = np.einsum("rij,rj->ri", nearness, centers)  # P_r x_r
-        self._center_norms = np.einsum("ri,ri->r", self._center_products, centers)  # x_r^T P_r x_r
 
     @property
     def n_centers(self):
@@ -67,20 +64,23 @@ class _LocalField(MetricField):
         """:math:`M_r v` for every center, shape ``(n, R, dim)``."""
         return (v @ self._stacked.T).reshape(len(v), self.n_centers, self.dim)
 
-    def _scores(self, x, metric_x=None):
-        """Squared proximities :math:`s_r(x)` and their halved gradients :math:`P_r(x - x_r)`.
+    def _proximity_products(self, diff):
+        """:math:`P_r d_r` for differences ``diff`` of shape ``(n, R, dim)`` (one GEMM per center)."""
+        if self.proximity is not None:
+            return diff @ self.proximity
+        return (diff.transpose(1, 0, 2) @ self.metrics).transpose(1, 0, 2)  # M_r symmetric: d M_r = (M_r d)^T
 
-        ``x`` has shape ``(n, dim)``; returns ``(n, R)`` and ``(n, R, dim)``.
-        ``metric_x`` is :math:`M_r x` when already known.
+    def _scores(self, x, half_grad=None):
+        """Squared proximities :math:`s_r(x)` and their halved gradients :math:`h_r = P_r(x - x_r)`.
+
+        ``x`` has shape ``(n, dim)``; returns ``(n, R)`` and ``(n, R, dim)``; ``half_grad``
+        is :math:`h_r` when already known. Computed from the differences :math:`x - x_r`, never
+        from the expanded :math:`x^T P_r x - 2 x^T P_r x_r + x_r^T P_r x_r`, whose cancellation
+        at offsets of 1e8 picks the wrong cell: the field is translation invariant to rounding.
         """
-        if self.proximity is None:
-            metric_x = self._local_products(x) if metric_x is None else metric_x
-            half_grad = metric_x - self._center_products
-        else:
-            half_grad = (x @ self.proximity)[:, None, :] - self._center_products
-        # h_r . (x - x_r) = h_r . x - (x . P_r x_r - x_r^T P_r x_r): one einsum and one GEMM
-        scores = np.einsum("nrd,nd->nr", half_grad, x) - (x @ self._center_products.T - self._center_norms)
-        return np.maximum(scores, 0.0), half_grad
+        diff = x[:, None, :] - self.centers
+        half_grad = self._proximity_products(diff) if half_grad is None else half_grad
+        return np.einsum("nrd,nrd->nr", half_grad, diff), half_grad
 
     def _flat(self, base_point, name="base_point"):
         x = check_points(base_point, self.dim, name)
@@ -157,14 +157,17 @@ class RBFLocalField(_LocalField):
         x, batch = self._flat(base_point)
         return self._weights(x)[0].reshape(batch + (self.n_centers,))
 
-    def _weights(self, x, metric_x=None):
+    def _weights(self, x, half_grad=None):
         r"""Weights :math:`w_r(x)` and half-gradients :math:`h_r = P_r (x - x_r)`.
 
         The weight gradients are :math:`g_r = \nabla \log \tilde w_r = -\tfrac{2}{\sigma} h_r`;
         callers fold the factor into their ``(n, R)`` coefficients.
         """
-        scores, half_grad = self._scores(x, metric_x)
-        weights = np.exp((scores.min(axis=1, keepdims=True) - scores) / self.sigma)  # largest term is 1
+        return self._softmax(*self._scores(x, half_grad))
+
+    def _softmax(self, scores, half_grad):
+        r"""Weights :math:`\mathrm{softmax}_r(-s_r / \sigma)` (largest term 1 before normalizing), and ``half_grad``."""
+        weights = np.exp((scores.min(axis=1, keepdims=True) - scores) / self.sigma)
         weights /= weights.sum(axis=1, keepdims=True)
         return weights, half_grad
 
@@ -258,7 +261,9 @@ class RBFLocalField(_LocalField):
         return self._map_chunks(lambda x, v: self._energy_terms(*self._blend(x, v), v, True)[2:], base_point, tangent_vec)
 
     def segment_energy_terms(self, curves, hessian=False):
-        # M_r is linear: M_r c_j at the nodes give M_r d_i (differences) and M_r m_i (means), one product per node
+        # M_r is linear: M_r (c_j - c_0) at the nodes give M_r d_i (differences) and the halved
+        # gradients at the midpoints (means), one GEMM per curve; relative to the curve's first
+        # node c_0, so nothing cancels at large offsets
         curves = check_points(curves, self.dim, "curves", min_ndim=2)
         nodes = curves.reshape((-1,) + curves.shape[-2:])
         n_nodes = nodes.shape[1]
@@ -270,14 +275,19 @@ class RBFLocalField(_LocalField):
 
     def _segment_terms(self, nodes, hessian):
         batch, n_nodes, dim = nodes.shape
-        products = self._local_products(nodes.reshape(-1, dim)).reshape(batch, n_nodes, self.n_centers, dim)
+        relative = nodes - nodes[:, :1]  # c_j - c_0
+        centers = self.centers - nodes[:, :1]  # x_r - c_0, shape (batch, R, dim)
+        products = self._local_products(relative.reshape(-1, dim)).reshape(batch, n_nodes, self.n_centers, dim)
         local = (products[:, 1:] - products[:, :-1]).reshape(-1, self.n_centers, dim)
         steps = np.diff(nodes, axis=1).reshape(-1, dim)
-        midpoints = (0.5 * (nodes[:, 1:] + nodes[:, :-1])).reshape(-1, dim)
-        metric_mid = None
-        if self.proximity is None:
-            metric_mid = (0.5 * (products[:, 1:] + products[:, :-1])).reshape(-1, self.n_centers, dim)
-        return self._energy_terms(*self._weights(midpoints, metric_mid), local, steps, hessian)
+        midpoints = 0.5 * (relative[:, 1:] + relative[:, :-1])
+        if self.proximity is None:  # M_r (m_i - x_r) = M_r (m_i - c_0) - M_r (x_r - c_0)
+            half_grad = 0.5 * (products[:, 1:] + products[:, :-1]) - self._proximity_products(centers)[:, None]
+        else:
+            half_grad = (midpoints @ self.proximity)[:, :, None, :] - (centers @ self.proximity)[:, None]
+        diff = (midpoints[:, :, None, :] - centers[:, None]).reshape(-1, self.n_centers, dim)
+        half_grad = half_grad.reshape(-1, self.n_centers, dim)
+        return self._energy_terms(*self._softmax(np.einsum("nrd,nrd->nr", half_grad, diff), half_grad), local, steps, hessian)
 
     def _derivative_product(self, weights, half_grad, local, v):
         r""":math:`(\partial_v M) v = \sum_r w_r ((g_r - \bar g) \cdot v) M_r v`."""
