@@ -16,7 +16,7 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 from .distances import distance
 from .fields import LazyField
 from .placement import LocalMetrics, default_learner
-from .utils.validation import check_int, check_option, check_points, check_positive
+from .utils.validation import check_int, check_labels, check_n_jobs, check_option, check_points, check_positive
 
 __all__ = ["LocalMetricKNN", "ccknn_scores", "ccknn_predict"]
 
@@ -263,8 +263,9 @@ class LocalMetricKNN(ClassifierMixin, BaseEstimator):
         self : LocalMetricKNN
         """
         self._check_params()
+        check_n_jobs(self.n_jobs)
         X, y = validate_data(self, X, y)
-        check_classification_targets(y)
+        check_classification_targets(check_labels(y))
         self.classes_, y_index = np.unique(y, return_inverse=True)
         if len(self.classes_) < 2:
             raise ValueError(f"y must hold at least 2 classes, got {len(self.classes_)} class")

@@ -31,7 +31,7 @@ from tqdm.auto import tqdm
 
 from .fields import ConstantField, NearestLocalField, RBFLocalField, SmoothLocalField
 from .learners import LDAMetric, check_rank, condition_metric, fit_local_metric
-from .utils.validation import check_int, check_option, check_positive, check_random_state
+from .utils.validation import check_int, check_labels, check_n_jobs, check_option, check_positive, check_random_state
 
 __all__ = ["LocalMetrics", "fit_local_metric", "condition_metric"]
 
@@ -189,8 +189,10 @@ class LocalMetrics(BaseEstimator):
         check_option(self.where, "where", _WHERE)
         check_rank(self.rank)
         check_positive(self.ridge, "ridge", strict=False)
+        check_n_jobs(self.n_jobs)
+        check_random_state(self.random_state)
         X, y = validate_data(self, X, y, ensure_min_samples=2)
-        check_classification_targets(y)
+        check_classification_targets(check_labels(y))
         self.classes_, y = np.unique(y, return_inverse=True)
         if len(self.classes_) < 2:
             raise ValueError(f"y must hold at least 2 classes to learn a metric, got {len(self.classes_)} class")

@@ -54,6 +54,7 @@ from tqdm.auto import tqdm
 
 from ..learners import LDAMetric, LMNNMetric
 from ..neighbors import LocalMetricKNN
+from ..utils.validation import check_n_jobs
 
 __all__ = ["run_taxonomy", "render_taxonomy"]
 
@@ -177,7 +178,7 @@ def run_taxonomy(quick=False, seed=0, n_jobs=None, verbose=True, out=None, n_bat
     datasets = _datasets(quick)
     hows = ("LDA", "Hybrid") if quick else HOWS
     tasks = [(name, data, batch) for name, data in datasets.items() for batch in range(n_batches)]
-    runs = Parallel(n_jobs=n_jobs, return_as="generator")(
+    runs = Parallel(n_jobs=check_n_jobs(n_jobs), return_as="generator")(
         delayed(_run_batch)(name, data, batch, seed, n_online_lmnn, 20, hows) for name, data, batch in tasks
     )
     collected = {}

@@ -15,7 +15,7 @@ from sklearn.neighbors import NearestNeighbors
 from tqdm.auto import tqdm
 
 from ..learners import fit_local_metric
-from ..utils.validation import check_int, check_points, check_spd
+from ..utils.validation import check_int, check_n_jobs, check_points, check_spd
 from ._base import MetricField
 
 __all__ = ["LazyField"]
@@ -105,7 +105,7 @@ class LazyField(MetricField):
         self.n_neighbors = int(min(n_neighbors, len(X)))
         self.proximity = proximity
         self.rank, self.normalize, self.ridge = rank, normalize, ridge
-        self.cache_size, self.n_jobs, self.verbose = int(cache_size), n_jobs, verbose
+        self.cache_size, self.n_jobs, self.verbose = int(cache_size), check_n_jobs(n_jobs), verbose
         self._map = np.eye(self.dim) if proximity is None else np.linalg.cholesky(proximity)
         self._index = NearestNeighbors(n_neighbors=self.n_neighbors).fit(X @ self._map)
         self._cache = OrderedDict()

@@ -34,6 +34,8 @@ class _LocalField(MetricField):
         if centers.ndim != 2:
             raise ValueError(f"centers must have shape (n_centers, dim), got {centers.shape}")
         n_centers, dim = centers.shape
+        if n_centers == 0 or dim == 0:
+            raise ValueError(f"centers must hold at least one center of dimension >= 1, got shape {centers.shape}")
         metrics = check_spd(metrics, "metrics", dim=dim)
         if metrics.shape != (n_centers, dim, dim):
             raise ValueError(
@@ -177,10 +179,8 @@ class RBFLocalField(_LocalField):
         return logsumexp(-self._scores(x)[0] / self.sigma, axis=1).reshape(batch)
 
     def _map_chunks(self, fn, base_point, *vectors):
-        """Apply ``fn(x, *vectors)`` to flattened chunks and restore batch shapes."""
-        arrays = [check_points(base_point, self.dim, "base_point")] + [
-            check_points(v, self.dim, "tangent_vec") for v in vectors
-        ]
+        """Apply ``fn(x, *vectors)`` (at most one ``tangent_vec``) to flattened chunks and restore batch shapes."""
+        arrays = list(self._check_pair(*vectors, base_point))[::-1] if vectors else [self._check(base_point)]
         shape = np.broadcast_shapes(*(a.shape for a in arrays))
         if len(shape) == 2 and shape[0] * self.n_centers * self.dim <= _CHUNK_ELEMENTS:
             if all(a.shape == shape for a in arrays):  # the common case: skip the chunk bookkeeping

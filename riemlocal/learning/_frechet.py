@@ -16,7 +16,7 @@ from sklearn.utils.validation import validate_data
 from tqdm.auto import tqdm
 
 from ..geodesics import laplacian_inverse_sqrt, curve_energy
-from ..utils.validation import check_int, check_option, check_points, check_positive, check_weights
+from ..utils.validation import check_int, check_n_jobs, check_option, check_points, check_positive, check_weights
 from . import _tangent
 
 __all__ = ["FrechetMean"]
@@ -195,6 +195,7 @@ class FrechetMean(BaseEstimator):
         max_iter = check_int(self.max_iter, "max_iter")
         check_int(self.n_nodes, "n_nodes", minimum=2)
         tol = check_positive(self.tol, "tol")
+        check_n_jobs(self.n_jobs)
         X = validate_data(self, X, dtype=float)
         if X.shape[1] != dim:
             raise ValueError(f"X must have {dim} features to match the space, got shape {X.shape}")

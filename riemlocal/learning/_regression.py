@@ -9,7 +9,7 @@ from sklearn.linear_model import LinearRegression
 from sklearn.utils.validation import check_is_fitted, validate_data
 from tqdm.auto import tqdm
 
-from ..utils.validation import check_int, check_positive, check_weights
+from ..utils.validation import check_int, check_n_jobs, check_positive, check_weights
 from . import _tangent
 from ._frechet import FrechetMean
 from ._pga import PrincipalGeodesicAnalysis
@@ -114,6 +114,7 @@ class GeodesicRegression(BaseEstimator):
         dim = _tangent.point_dim(self.space)
         max_iter = check_int(self.max_iter, "max_iter")
         tol = check_positive(self.tol, "tol")
+        check_n_jobs(self.n_jobs)
         t, Y = validate_data(self, _as_design(t), Y, dtype=float, multi_output=True, y_numeric=True, ensure_min_samples=2)
         Y = np.asarray(Y, dtype=float).reshape(len(Y), -1)
         if Y.shape[1] != dim:
