@@ -170,3 +170,25 @@ def test_negative_random_state_names_the_argument(learner):
         check_random_state(-1)
     with pytest.raises(TypeError, match="random_state must be None"):
         check_random_state(True)
+
+
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")  # numpy's overflow warnings before the clear error
+def test_far_points_give_finite_values_or_a_named_error():
+    # before: at |x| = 1e200 the squared proximities overflowed and the smooth field returned NaN silently
+    rng = np.random.default_rng(4)
+    centers, metrics = rng.normal(size=(3, 2)), random_spd(rng, 3, 2)
+    far = np.array([1e200, 0.0])
+    for field in (SmoothLocalField(centers, metrics), RBFLocalField(centers, metrics, sigma=1.0, proximity=metrics[0])):
+        metric = field.metric_matrix(far)  # far from every center the weights stay a convex combination
+        assert np.all(np.isfinite(metric)) and np.all(np.linalg.eigvalsh(metric) >= np.linalg.eigvalsh(metrics).min() - 1e-12)
+        assert np.all(np.isfinite(field.metric_derivative(far)))
+        with pytest.raises(ValueError, match="tangent_vec is too large for this field"):
+            field.energy_terms(far, np.zeros(2))
+        with pytest.raises(ValueError, match="base_point is too large for this field"):
+            field.log_normalizer(far)
+    nearest = NearestLocalField(centers, metrics)
+    assert nearest.nearest_center(far) == np.argmin(metrics[:, 0, 0])  # the cell of the flattest metric along x_0
+    with pytest.raises(ValueError, match="x and y are too far apart for this field"):
+        distance(nearest, np.zeros(2), far, rule="line")
+    with pytest.raises(ValueError, match="X and Y are too far apart for this field"):
+        pairwise_distances(SmoothLocalField(centers, metrics), far[None], np.zeros((1, 2)), rule="line")

@@ -48,6 +48,13 @@ class MetricField:
     def _check(self, base_point, name="base_point"):
         return check_points(base_point, self.dim, name)
 
+    def _check_curves(self, curves):
+        """Nodes of piecewise-linear curves, shape ``(..., n_nodes >= 2, dim)``."""
+        curves = check_points(curves, self.dim, "curves", min_ndim=2)
+        if curves.shape[-2] < 2:
+            raise ValueError(f"curves must have at least 2 nodes (shape (..., n_nodes, dim)), got shape {curves.shape}")
+        return curves
+
     def _check_pair(self, tangent_vec, base_point):
         """``tangent_vec`` and ``base_point`` validated, of broadcastable shapes ``(..., dim)``."""
         v, x = check_points(tangent_vec, self.dim, "tangent_vec"), self._check(base_point)
@@ -137,7 +144,7 @@ class MetricField:
         :math:`m_i = (c_i + c_{i+1})/2`; with ``hessian=True`` also the three
         blocks of :meth:`energy_hessian` at :math:`(m_i, d_i)`, each of shape ``(..., N, dim, dim)``.
         """
-        curves = np.asarray(curves, dtype=float)
+        curves = self._check_curves(curves)
         steps, midpoints = np.diff(curves, axis=-2), 0.5 * (curves[..., 1:, :] + curves[..., :-1, :])
         terms = self.energy_terms(steps, midpoints)
         return tuple(terms) + (tuple(self.energy_hessian(steps, midpoints)) if hessian else ())

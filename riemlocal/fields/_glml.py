@@ -46,7 +46,7 @@ References
 import numpy as np
 from scipy.special import softmax
 
-from ..utils.validation import check_points, check_positive, is_positive_definite
+from ..utils.validation import check_labels, check_points, check_positive, is_positive_definite
 from ._base import MetricField
 
 __all__ = ["GLMLField"]
@@ -122,7 +122,7 @@ class GLMLField(MetricField):
         X = check_points(X, name="X", min_ndim=2)
         if X.ndim != 2:
             raise ValueError(f"X must have shape (n_samples, dim), got {X.shape}")
-        y = np.asarray(y)
+        y = check_labels(y)
         if y.shape != (X.shape[0],):
             raise ValueError(f"y must have shape (n_samples,) = ({X.shape[0]},), got {y.shape}")
         self.gamma = check_positive(gamma, "gamma")

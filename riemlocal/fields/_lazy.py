@@ -15,7 +15,7 @@ from sklearn.neighbors import NearestNeighbors
 from tqdm.auto import tqdm
 
 from ..learners import fit_local_metric
-from ..utils.validation import check_int, check_n_jobs, check_points, check_spd
+from ..utils.validation import check_int, check_labels, check_n_jobs, check_points, check_spd
 from ._base import MetricField
 
 __all__ = ["LazyField"]
@@ -92,7 +92,7 @@ class LazyField(MetricField):
         X = check_points(X, name="X", min_ndim=2)
         if X.ndim != 2 or len(X) == 0:
             raise ValueError(f"X must have shape (n_samples, dim) with n_samples >= 1, got {X.shape}")
-        y = np.asarray(y)
+        y = check_labels(y)
         if y.shape != (len(X),):
             raise ValueError(f"y must have shape ({len(X)},) to match X, got {y.shape}")
         n_neighbors, cache_size = check_int(n_neighbors, "n_neighbors"), check_int(cache_size, "cache_size")

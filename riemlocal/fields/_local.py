@@ -26,6 +26,13 @@ __all__ = ["NearestLocalField", "RBFLocalField", "SmoothLocalField"]
 _CHUNK_ELEMENTS = 2**16
 
 
+def _finite(result, name):
+    """``result`` (an array or a tuple of arrays) after checking that nothing overflowed."""
+    if not all(np.all(np.isfinite(part)) for part in (result if isinstance(result, tuple) else (result,))):
+        raise ValueError(f"{name} is too large for this field: the result overflows float64")
+    return result
+
+
 class _LocalField(MetricField):
     """Shared storage and proximity scores of the local fields."""
 
@@ -60,7 +67,7 @@ class _LocalField(MetricField):
 
     def _chunks(self, n_points):
         size = max(1, _CHUNK_ELEMENTS // max(1, self.n_centers * self.dim))
-        return [slice(start, start + size) for start in range(0, n_points, size)]
+        return [slice(start, start + size) for start in range(0, max(n_points, 1), size)]  # one, even if empty
 
     def _local_products(self, v):
         """:math:`M_r v` for every center, shape ``(n, R, dim)``."""
@@ -82,7 +89,27 @@ class _LocalField(MetricField):
         """
         diff = x[:, None, :] - self.centers
         half_grad = self._proximity_products(diff) if half_grad is None else half_grad
-        return np.einsum("nrd,nrd->nr", half_grad, diff), half_grad
+        return self._proximities(half_grad, diff), half_grad
+
+    @staticmethod
+    def _proximities(half_grad, diff):
+        r""":math:`s_r = h_r \cdot (x - x_r)`, shape ``(n, R)``; only their order and gaps are used.
+
+        Beyond :math:`|x - x_r| \approx 10^{154}` the squares overflow: rows are then ranked by
+        scaled scores, the nearest center at 0 and the gaps to the others (overflowing to +inf,
+        weight 0) scaled back.
+        """
+        scores = np.einsum("nrd,nrd->nr", half_grad, diff)
+        overflow = ~np.all(np.isfinite(scores), axis=1)
+        if np.any(overflow):
+            scale = np.abs(diff[overflow]).max(axis=(1, 2))[:, None]
+            scaled = np.einsum("nrd,nrd->nr", half_grad[overflow] / scale[:, :, None], diff[overflow] / scale[:, :, None])
+            gaps = scaled - scaled.min(axis=1, keepdims=True)
+            with np.errstate(over="ignore", invalid="ignore"):
+                scores[overflow] = np.where(gaps > 0, gaps * scale**2, 0.0)
+            if not np.all(np.isfinite(scores.min(axis=1))):
+                raise ValueError("base_point is too far from the centers: its proximities overflow float64")
+        return scores
 
     def _flat(self, base_point, name="base_point"):
         x = check_points(base_point, self.dim, name)
@@ -176,7 +203,10 @@ class RBFLocalField(_LocalField):
     def log_normalizer(self, base_point):
         r""":math:`\log \sum_r e^{-s_r(x)/\sigma}`, stable far from every center."""
         x, batch = self._flat(base_point)
-        return logsumexp(-self._scores(x)[0] / self.sigma, axis=1).reshape(batch)
+        diff = x[:, None, :] - self.centers
+        with np.errstate(over="ignore"):
+            scores = np.einsum("nrd,nrd->nr", self._proximity_products(diff), diff)
+        return _finite(logsumexp(-scores / self.sigma, axis=1).reshape(batch), "base_point")
 
     def _map_chunks(self, fn, base_point, *vectors):
         """Apply ``fn(x, *vectors)`` (at most one ``tangent_vec``) to flattened chunks and restore batch shapes."""
@@ -184,7 +214,7 @@ class RBFLocalField(_LocalField):
         shape = np.broadcast_shapes(*(a.shape for a in arrays))
         if len(shape) == 2 and shape[0] * self.n_centers * self.dim <= _CHUNK_ELEMENTS:
             if all(a.shape == shape for a in arrays):  # the common case: skip the chunk bookkeeping
-                return fn(*arrays)
+                return _finite(fn(*arrays), "tangent_vec" if vectors else "base_point")
         flat = [np.broadcast_to(a, shape).reshape(-1, self.dim) for a in arrays]
         outputs = None
         for chunk in self._chunks(len(flat[0])):
@@ -194,7 +224,7 @@ class RBFLocalField(_LocalField):
             for store, part in zip(outputs, result):
                 store.append(part)
         merged = [np.concatenate(parts).reshape(shape[:-1] + parts[0].shape[1:]) for parts in outputs]
-        return merged[0] if len(merged) == 1 else tuple(merged)
+        return _finite(merged[0] if len(merged) == 1 else tuple(merged), "tangent_vec" if vectors else "base_point")
 
     def _blend_metric(self, weights):
         r""":math:`M = \sum_r w_r M_r`, shape ``(n, dim, dim)``."""
@@ -264,14 +294,14 @@ class RBFLocalField(_LocalField):
         # M_r is linear: M_r (c_j - c_0) at the nodes give M_r d_i (differences) and the halved
         # gradients at the midpoints (means), one GEMM per curve; relative to the curve's first
         # node c_0, so nothing cancels at large offsets
-        curves = check_points(curves, self.dim, "curves", min_ndim=2)
+        curves = self._check_curves(curves)
         nodes = curves.reshape((-1,) + curves.shape[-2:])
         n_nodes = nodes.shape[1]
         size = max(1, _CHUNK_ELEMENTS // (n_nodes * self.n_centers * self.dim))
         parts = [self._segment_terms(nodes[start : start + size], hessian) for start in range(0, len(nodes), size)]
         merged = parts[0] if len(parts) == 1 else [np.concatenate(values) for values in zip(*parts)]
         shape = curves.shape[:-2] + (n_nodes - 1,)
-        return tuple(values.reshape(shape + values.shape[1:]) for values in merged)
+        return _finite(tuple(values.reshape(shape + values.shape[1:]) for values in merged), "curves")
 
     def _segment_terms(self, nodes, hessian):
         batch, n_nodes, dim = nodes.shape
@@ -287,7 +317,7 @@ class RBFLocalField(_LocalField):
             half_grad = (midpoints @ self.proximity)[:, :, None, :] - (centers @ self.proximity)[:, None]
         diff = (midpoints[:, :, None, :] - centers[:, None]).reshape(-1, self.n_centers, dim)
         half_grad = half_grad.reshape(-1, self.n_centers, dim)
-        return self._energy_terms(*self._softmax(np.einsum("nrd,nrd->nr", half_grad, diff), half_grad), local, steps, hessian)
+        return self._energy_terms(*self._softmax(self._proximities(half_grad, diff), half_grad), local, steps, hessian)
 
     def _derivative_product(self, weights, half_grad, local, v):
         r""":math:`(\partial_v M) v = \sum_r w_r ((g_r - \bar g) \cdot v) M_r v`."""
