@@ -172,7 +172,7 @@ def test_negative_random_state_names_the_argument(learner):
         check_random_state(True)
 
 
-@pytest.mark.filterwarnings("ignore::RuntimeWarning")  # numpy's overflow warnings before the clear error
+@pytest.mark.filterwarnings("ignore::RuntimeWarning", "ignore:line quadrature:sklearn.exceptions.ConvergenceWarning")
 def test_far_points_give_finite_values_or_a_named_error():
     # before: at |x| = 1e200 the squared proximities overflowed and the smooth field returned NaN silently
     rng = np.random.default_rng(4)
