@@ -48,7 +48,7 @@ def boostmetric_wine(n_splits):
         start = time.perf_counter()
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", ConvergenceWarning)  # wine runs the paper's J = 500 iterations
-            learner = BoostMetric(nu=1e-7, max_iter=500, n_neighbors=3).fit(X_train, y_train)
+            learner = BoostMetric(nu=1e-7, max_iter=500, n_targets=3).fit(X_train, y_train)
         seconds.append(time.perf_counter() - start)
         iterations.append(learner.n_iter_)
         euclidean.append(knn_error(X_train, y_train, X_test, y_test))
@@ -74,7 +74,7 @@ def scaling(dims):
     for dim in dims:
         X, y = circles(dim)
         times, iterations = [], []
-        for learner in (BoostMetric(n_neighbors=1), LMNNMetric(n_neighbors=1)):
+        for learner in (BoostMetric(n_targets=1), LMNNMetric(n_targets=1)):
             start = time.perf_counter()
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", ConvergenceWarning)

@@ -117,24 +117,24 @@ def knn_vote(scores, y_train, n_neighbors):
     return labels[np.arange(len(labels)), first]
 
 
-def glml_predict(X_train, y_train, X_test, n_neighbors, alpha, gamma=None):
+def glml_predict(X_train, y_train, X_test, n_neighbors, reg_covar, gamma=None):
     """k-NN with the GLML metric at each query; ``gamma=None`` picks it by 3-fold cross-validation."""
     if gamma is None:
         errors = np.zeros(len(GAMMA_GRID))
         for fit, val in StratifiedKFold(3, shuffle=True, random_state=0).split(X_train, y_train):
-            field = GLMLField(X_train[fit], y_train[fit], alpha=alpha)
+            field = GLMLField(X_train[fit], y_train[fit], reg_covar=reg_covar)
             euclidean, generative = query_metric_scores(field, X_train[fit], X_train[val])
             for g, value in enumerate(GAMMA_GRID):
                 predicted = knn_vote(value * euclidean + generative, y_train[fit], n_neighbors)
                 errors[g] += np.mean(predicted != y_train[val])
         gamma = GAMMA_GRID[int(np.argmin(errors))]
-    field = GLMLField(X_train, y_train, alpha=alpha)
+    field = GLMLField(X_train, y_train, reg_covar=reg_covar)
     euclidean, generative = query_metric_scores(field, X_train, X_test)
     return knn_vote(gamma * euclidean + generative, y_train, n_neighbors), gamma
 
 
-def relative_alpha(X_train, scale=1e-2):
-    """Covariance shrinkage ``alpha = scale * tr(Cov(X)) / D`` (GLML's alpha is in squared data units)."""
+def relative_reg_covar(X_train, scale=1e-2):
+    """Covariance ridge ``reg_covar = scale * tr(Cov(X)) / D`` (in squared data units)."""
     return scale * np.trace(np.atleast_2d(np.cov(X_train, rowvar=False))) / X_train.shape[1]
 
 
@@ -144,7 +144,7 @@ def relative_alpha(X_train, scale=1e-2):
 def fit_riemlocal(name, X_train, y_train):
     learner = getattr(rl_learners, name)()
     params = learner.get_params()
-    learner.set_params(**{key: value for key, value in (("random_state", 0), ("n_neighbors", 3)) if key in params})
+    learner.set_params(**{key: value for key, value in (("random_state", 0), ("n_neighbors", 3), ("n_targets", 3)) if key in params})
     start = time.perf_counter()
     learner.fit(X_train, y_train)
     return learner.components_, time.perf_counter() - start
@@ -182,7 +182,7 @@ def evaluate(learner, dataset, n_splits, n_neighbors=3):
     for split, (X_train, X_test, y_train, y_test) in enumerate(data):
         if learner == "glml":
             start = time.perf_counter()
-            predicted, gamma = glml_predict(X_train, y_train, X_test, n_neighbors, relative_alpha(X_train))
+            predicted, gamma = glml_predict(X_train, y_train, X_test, n_neighbors, relative_reg_covar(X_train))
             seconds.append(time.perf_counter() - start)
             notes.append(gamma)
             errors.append(np.mean(predicted != y_test))
@@ -239,7 +239,7 @@ def learners_table(datasets, learners, n_splits):
 # ----------------------------------------------------------------------------- Fig. 3a
 
 
-def glml_table(dims, n_realizations, alpha=1e-3):
+def glml_table(dims, n_realizations, reg_covar=1e-3):
     rows = []
     for dim in dims:
         acc = {"euclidean": [], "glml (gamma=1)": [], "glml (CV gamma)": []}
@@ -249,17 +249,17 @@ def glml_table(dims, n_realizations, alpha=1e-3):
             X_train, y_train, X_test, y_test = make_rotated_gaussians(dim, random_state=np.random.default_rng(seed))
             euclidean = ((X_test[:, None] - X_train[None]) ** 2).sum(-1)
             acc["euclidean"].append(np.mean(y_train[euclidean.argmin(1)] == y_test))
-            field = GLMLField(X_train, y_train, alpha=alpha)
+            field = GLMLField(X_train, y_train, reg_covar=reg_covar)
             _, generative = query_metric_scores(field, X_train, X_test)
             acc["glml (gamma=1)"].append(np.mean(y_train[(euclidean + generative).argmin(1)] == y_test))
-            predicted, gamma = glml_predict(X_train, y_train, X_test, 1, alpha)
+            predicted, gamma = glml_predict(X_train, y_train, X_test, 1, reg_covar)
             acc["glml (CV gamma)"].append(np.mean(predicted == y_test))
             gammas.append(gamma)
         rows.append((dim, {k: np.array(v) for k, v in acc.items()}, gammas, time.perf_counter() - start))
         print(f"  Fig. 3a, D={dim} done", file=sys.stderr, flush=True)
     print(
         f"\n### Noh et al. Fig. 3a: 1-NN accuracy (%), two Gaussian classes, 500 train / 500 test, "
-        f"mean ± std over {n_realizations} realizations (alpha={alpha})\n"
+        f"mean ± std over {n_realizations} realizations (reg_covar={reg_covar})\n"
     )
     print("| D | Euclidean | GLML, gamma=1 | GLML, CV gamma | gain (CV) | CV gammas (median) | time (s) |")
     print("|---|---|---|---|---|---|---|")

@@ -33,8 +33,8 @@ DATASETS = {
 LEARNERS = {
     "Euclidean": None,
     "LDAMetric": lambda: LDAMetric(),
-    "LMNNMetric": lambda: LMNNMetric(n_neighbors=3),
-    "LMNNMetric(per_class, tol=1e-5)": lambda: LMNNMetric(n_neighbors=3, per_class=True, tol=1e-5),
+    "LMNNMetric": lambda: LMNNMetric(n_targets=3),
+    "LMNNMetric(per_class, tol=1e-5)": lambda: LMNNMetric(n_targets=3, per_class=True, tol=1e-5),
 }
 
 

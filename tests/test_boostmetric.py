@@ -185,7 +185,7 @@ def test_sample_weights_reweight_triplets():
         ({"nu": -1.0}, ValueError, "nu must be >= 0, got -1.0"),
         ({"nu": "small"}, TypeError, "nu must be a real number"),
         ({"max_iter": 0}, ValueError, "max_iter must be an int >= 1, got 0"),
-        ({"n_neighbors": 2.5}, TypeError, "n_neighbors must be an int, got 2.5"),
+        ({"n_targets": 2.5}, TypeError, "n_targets must be an int, got 2.5"),
         ({"eigen_solver": "lobpcg"}, ValueError, "eigen_solver must be one of"),
         ({"tol": 0.0}, ValueError, "tol must be > 0"),
     ],

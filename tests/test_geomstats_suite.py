@@ -37,35 +37,8 @@ TAYLOR_ATOL = 2e-5
 
 NOT_APPLICABLE = {
     **dict.fromkeys(
-        [
-            "riemann_tensor",
-            "curvature",
-            "ricci_tensor",
-            "directional_curvature",
-            "curvature_derivative",
-            "directional_curvature_derivative",
-            "sectional_curvature",
-            "scalar_curvature",
-            "covariant_riemann_tensor",
-            "covariant_riemann_tensor_is_skew_symmetric_1",
-            "covariant_riemann_tensor_is_skew_symmetric_2",
-            "covariant_riemann_tensor_bianchi_identity",
-            "covariant_riemann_tensor_is_interchange_symmetric",
-        ],
-        "curvature needs derivatives of the Christoffel symbols: geomstats takes them by autodiff "
-        "(AutodiffNotImplementedError under the numpy backend) and riemlocal provides none analytically",
-    ),
-    **dict.fromkeys(
-        [
-            "parallel_transport",
-            "parallel_transport_ivp_vec",
-            "parallel_transport_bvp_vec",
-            "parallel_transport_ivp_norm",
-            "parallel_transport_bvp_norm",
-            "parallel_transport_ivp_transported_is_tangent",
-            "parallel_transport_bvp_transported_is_tangent",
-        ],
-        "LearnedMetric implements no parallel transport (geomstats' default raises NotImplementedError)",
+        ["curvature_derivative", "directional_curvature_derivative"],
+        "the covariant derivative of the curvature is not implemented (geomstats' default raises NotImplementedError)",
     ),
     "injectivity_radius": "unknown for a learned metric (geomstats' default raises NotImplementedError)",
     "normal_basis": "geomstats' normal_basis only handles matrix-shaped points (einsum 'i,ikl->ikl'), "
@@ -100,6 +73,37 @@ def _christoffels(x):
 def _quadratic(x, v):
     r""":math:`\Gamma_x(v, v)`."""
     return np.einsum("...kij,...i,...j->...k", _christoffels(x), v, v)
+
+
+def _riemann(x, step=1e-4):
+    r"""Riemann tensor ``[..., i, j, k, l]`` = :math:`R^l_{ijk}` from central differences of :func:`_christoffels`.
+
+    .. math:: R^l_{ijk} = \partial_j \Gamma^l_{ki} - \partial_k \Gamma^l_{ji} + \Gamma^l_{jm} \Gamma^m_{ki} - \Gamma^l_{km} \Gamma^m_{ji}
+    """
+    gamma = _christoffels(x)
+    dgamma = np.stack([(_christoffels(x + e) - _christoffels(x - e)) / (2 * step) for e in step * np.eye(DIM)], axis=-1)
+    return (
+        np.einsum("...lkij->...ijkl", dgamma)
+        - np.einsum("...ljik->...ijkl", dgamma)
+        + np.einsum("...ljm,...mki->...ijkl", gamma, gamma)
+        - np.einsum("...lkm,...mji->...ijkl", gamma, gamma)
+    )
+
+
+def _transport(x, d, v, step=1e-4):
+    r"""Parallel transport of ``v`` along a short geodesic with velocity ``d``, to second order.
+
+    From :math:`V' = -\Gamma(c', V)`, :math:`c'' = -\Gamma(c', c')`:
+    :math:`V(1) = V - \Gamma(d, V) + \tfrac12 [-(\partial_d \Gamma)(d, V) + \Gamma(\Gamma(d, d), V) + \Gamma(d, \Gamma(d, V))] + O(|d|^3)`.
+    """
+    gamma = _christoffels(x)
+
+    def product(a, b, g=gamma):
+        return np.einsum("...kij,...i,...j->...k", g, a, b)
+
+    directional = (_christoffels(x + step * d) - _christoffels(x - step * d)) / (2 * step)
+    second = -product(d, v, directional) + product(product(d, d), v) + product(d, product(d, v))
+    return v - product(d, v) + 0.5 * second
 
 
 def _short_geodesic(x, v, t):
@@ -150,6 +154,12 @@ class LearnedMetricTestData(TestData):
         "squared_dist_vec": {"atol": 2e-5},
         "dist_point_to_itself_is_zero": {"atol": 1e-8},
         "exp_geodesic_ivp": {"atol": 1e-8},
+        # transport ends at Exp(direction), an rtol=1e-6 ODE solve; with end_point, direction is a Log
+        "parallel_transport_ivp_norm": {"atol": 1e-6},
+        "parallel_transport_bvp_norm": {"atol": 2e-5},
+        "parallel_transport_bvp_vec": {"atol": 2e-5},
+        "parallel_transport_ivp_transported_is_tangent": {"atol": 1e-8},
+        "parallel_transport_bvp_transported_is_tangent": {"atol": 1e-8},
     }
 
     # -- closed forms -------------------------------------------------------------
@@ -257,6 +267,79 @@ class LearnedMetricTestData(TestData):
                 dict(initial_point=POINTS, end_point=POINTS + STEPS, time=times, expected=bvp, atol=TAYLOR_ATOL),
             ]
         )
+
+    # -- curvature (oracles: differences of the Christoffel symbols above) ------------
+    def riemann_tensor_test_data(self):
+        return self.generate_tests([dict(base_point=POINTS, expected=_riemann(POINTS), atol=1e-5)])
+
+    def covariant_riemann_tensor_test_data(self):
+        expected = np.einsum("...im,...jklm->...ijkl", _metric(POINTS), _riemann(POINTS))
+        return self.generate_tests([dict(base_point=POINTS, expected=expected, atol=1e-5)])
+
+    def curvature_test_data(self):
+        a, b, c = STEPS, STEPS[::-1], np.ones((2, DIM))
+        expected = np.einsum("...ijkl,...j,...k,...i->...l", _riemann(POINTS), a, b, c)
+        return self.generate_tests([dict(tangent_vec_a=a, tangent_vec_b=b, tangent_vec_c=c, base_point=POINTS, expected=expected, atol=1e-6)])
+
+    def directional_curvature_test_data(self):
+        a, b = np.ones((2, DIM)), STEPS
+        expected = np.einsum("...ijkl,...j,...k,...i->...l", _riemann(POINTS), b, a, b)
+        return self.generate_tests([dict(tangent_vec_a=a, tangent_vec_b=b, base_point=POINTS, expected=expected, atol=1e-6)])
+
+    def ricci_tensor_test_data(self):
+        return self.generate_tests([dict(base_point=POINTS, expected=np.einsum("...ijkj->...ik", _riemann(POINTS)), atol=1e-5)])
+
+    def scalar_curvature_test_data(self):
+        ricci = np.einsum("...ijkj->...ik", _riemann(POINTS))
+        expected = np.einsum("...ik,...ik->...", np.linalg.inv(_metric(POINTS)), ricci)
+        return self.generate_tests([dict(base_point=POINTS, expected=expected, atol=1e-5)])
+
+    def sectional_curvature_test_data(self):
+        # in 2-D the sectional curvature of any plane is half the scalar curvature
+        ricci = np.einsum("...ijkj->...ik", _riemann(POINTS))
+        expected = 0.5 * np.einsum("...ik,...ik->...", np.linalg.inv(_metric(POINTS)), ricci)
+        a, b = np.array([[1.0, 0.2], [0.3, -1.0]]), np.array([[0.1, 1.0], [2.0, 0.5]])
+        return self.generate_tests([dict(tangent_vec_a=a, tangent_vec_b=b, base_point=POINTS, expected=expected, atol=1e-5)])
+
+    def covariant_riemann_tensor_is_skew_symmetric_1_test_data(self):
+        return self.generate_random_data()
+
+    def covariant_riemann_tensor_is_skew_symmetric_2_test_data(self):
+        return self.generate_random_data()
+
+    def covariant_riemann_tensor_bianchi_identity_test_data(self):
+        return self.generate_random_data()
+
+    def covariant_riemann_tensor_is_interchange_symmetric_test_data(self):
+        return self.generate_random_data()
+
+    # -- parallel transport -----------------------------------------------------------
+    def parallel_transport_test_data(self):
+        vectors = np.array([[1.0, -0.5], [0.3, 0.8]])
+        return self.generate_tests(
+            [
+                dict(tangent_vec=vectors, base_point=POINTS, direction=STEPS, expected=_transport(POINTS, STEPS, vectors), atol=TAYLOR_ATOL),
+                dict(tangent_vec=vectors[0], base_point=POINTS[0], direction=np.zeros(DIM), expected=vectors[0], atol=1e-12),
+            ]
+        )
+
+    def parallel_transport_ivp_norm_test_data(self):
+        return self.generate_random_data()
+
+    def parallel_transport_bvp_norm_test_data(self):
+        return self.generate_random_data()
+
+    def parallel_transport_ivp_transported_is_tangent_test_data(self):
+        return self.generate_random_data()
+
+    def parallel_transport_bvp_transported_is_tangent_test_data(self):
+        return self.generate_random_data()
+
+    def parallel_transport_ivp_vec_test_data(self):
+        return self.generate_vec_data()
+
+    def parallel_transport_bvp_vec_test_data(self):
+        return self.generate_vec_data()
 
     # -- random properties ----------------------------------------------------------
     def metric_matrix_is_spd_test_data(self):

@@ -8,6 +8,7 @@ from scipy.stats import multivariate_normal, ortho_group
 
 from riemlocal.datasets import make_rotated_gaussians
 from riemlocal.fields import GLMLField
+from riemlocal.manifold import LearnedMetricManifold
 
 
 def gaussian_classes(rng, n_classes=3, dim=3, n_per_class=40):
@@ -47,7 +48,7 @@ def data():
 
 def test_class_gaussians_follow_the_paper_regularization(data):
     X, y = data
-    field = GLMLField(X, y, alpha=0.3)
+    field = GLMLField(X, y, reg_covar=0.3)
     for c in range(3):
         Xc = X[y == c]
         np.testing.assert_allclose(field.means_[c], Xc.mean(0))
@@ -145,12 +146,12 @@ def test_far_from_all_classes_is_finite(data):
 
 
 def test_similarity_equivariance(data):
-    # X -> s R X + b (alpha -> s^2 alpha): A_opt(s R x + b) = R A_opt(x) R^T (unit determinant removes s)
+    # X -> s R X + b (reg_covar -> s^2 reg_covar): A_opt(s R x + b) = R A_opt(x) R^T (unit determinant removes s)
     X, y = data
     rng = np.random.default_rng(7)
     R, b, s = ortho_group.rvs(3, random_state=rng), rng.normal(size=3), 2.5
-    field = GLMLField(X, y, alpha=0.1)
-    moved = GLMLField(s * X @ R.T + b, y, alpha=0.1 * s**2)
+    field = GLMLField(X, y, reg_covar=0.1)
+    moved = GLMLField(s * X @ R.T + b, y, reg_covar=0.1 * s**2)
     x = rng.normal(size=(10, 3))
     np.testing.assert_allclose(
         moved.optimal_metric(s * x @ R.T + b), R @ field.optimal_metric(x) @ R.T, rtol=1e-7, atol=1e-9
@@ -208,9 +209,9 @@ def test_bad_input(data):
     for gamma in (0.0, -1.0, np.inf, np.nan):
         with pytest.raises(ValueError, match="gamma must be > 0"):
             GLMLField(X, y, gamma=gamma)
-    for alpha in (-1e-3, np.inf, np.nan):
-        with pytest.raises(ValueError, match="alpha must be >= 0"):
-            GLMLField(X, y, alpha=alpha)
+    for reg_covar in (-1e-3, np.inf, np.nan):
+        with pytest.raises(ValueError, match="reg_covar must be >= 0"):
+            GLMLField(X, y, reg_covar=reg_covar)
     with pytest.raises(TypeError, match="gamma must be a real number"):
         GLMLField(X, y, gamma="1")
     with pytest.raises(ValueError, match="y must contain at least two classes"):
@@ -220,11 +221,38 @@ def test_bad_input(data):
     with pytest.raises(ValueError, match="y: every class needs at least 2 points .*; class 7 has 1"):
         GLMLField(X, lonely)
     few = np.r_[np.zeros(3), np.ones(len(X) - 3)]  # 3 points in 3-D: singular covariance
-    with pytest.raises(ValueError, match="alpha=0.0 leaves a singular class covariance"):
-        GLMLField(X, few, alpha=0.0)
-    GLMLField(X, few, alpha=1e-3)
+    with pytest.raises(ValueError, match="reg_covar=0.0 leaves a singular class covariance"):
+        GLMLField(X, few, reg_covar=0.0)
+    GLMLField(X, few, reg_covar=1e-3)
     field = GLMLField(X, y)
     with pytest.raises(ValueError, match="base_point must have last axis of length dim=3"):
         field.metric_matrix(np.zeros(2))
     with pytest.raises(ValueError, match="base_point contains NaN"):
         field.metric_matrix(np.full(3, np.nan))
+
+
+def two_gaussians_2d():
+    rng = np.random.default_rng(3)
+    X = np.vstack([rng.normal(size=(15, 2)) * [1.0, 0.4], rng.normal(size=(15, 2)) * [0.4, 1.0] + [1.5, 0.5]])
+    return X, np.repeat([0, 1], 15)
+
+
+def test_smooth_form_is_a_smooth_blend_of_the_glml_metrics_at_its_centers():
+    X, y = two_gaussians_2d()
+    field = GLMLField(X, y, gamma=0.5)
+    smooth = field.smooth_field(X[::3], rho=2.0)
+    assert smooth.is_smooth and not field.is_smooth
+    np.testing.assert_allclose(smooth.metrics, field.metric_matrix(X[::3]))
+    sharp = field.smooth_field(X[::3], rho=1e4)  # tends to the GLML metric of the nearest center
+    np.testing.assert_allclose(sharp.metric_matrix(X[::3]), field.metric_matrix(X[::3]), rtol=1e-8)
+    with pytest.raises(ValueError, match="centers must have last axis of length dim=2"):
+        field.smooth_field(np.zeros((3, 3)))
+
+
+def test_exp_of_log_is_the_identity_on_the_smooth_glml_manifold():
+    X, y = two_gaussians_2d()
+    metric = LearnedMetricManifold(GLMLField(X, y, gamma=0.5).smooth_field(X[::3])).metric
+    base_point, point = np.array([[-0.5, 0.2], [0.3, 1.2]]), np.array([[1.8, 0.4], [0.9, -0.6]])
+    tangent_vec = metric.log(point, base_point)
+    np.testing.assert_allclose(metric.exp(tangent_vec, base_point), point, atol=1e-5)
+    assert not np.allclose(tangent_vec, point - base_point, atol=1e-3)  # curved: Log is not the chord

@@ -22,6 +22,7 @@ LAYERS = {
     "fields": 3,
     "placement": 4,
     "geodesics": 5,
+    "connection": 5,
     "manifold": 6,
     "distances": 6.5,
     "learning": 7,

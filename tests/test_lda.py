@@ -49,7 +49,7 @@ def test_two_classes_metric_is_projector_on_fisher_direction():
 def test_basis_spans_top_generalized_eigenvectors_and_is_orthonormal():
     rng = np.random.default_rng(1)
     X, y = blobs(rng, (20, 20, 20, 20), dim=6)
-    lda = LDAMetric(subsample=1.0, normalize=False).fit(X, y)
+    lda = LDAMetric(subsample=1.0, trace_to_dim=False).fit(X, y)
     within, between, lam = scatter_matrices(X, y, np.ones(len(y)), 1.0)
     _, vecs = scipy.linalg.eigh(between, within + lam * np.eye(6))
     top = vecs[:, -3:]
@@ -63,7 +63,7 @@ def test_basis_spans_top_generalized_eigenvectors_and_is_orthonormal():
 def test_scatter_form_matches_formula():
     rng = np.random.default_rng(2)
     X, y = blobs(rng)
-    lda = LDAMetric(form="scatter", subsample=1.0, normalize=False).fit(X, y)
+    lda = LDAMetric(form="scatter", subsample=1.0, trace_to_dim=False).fit(X, y)
     within, between, lam = scatter_matrices(X, y, np.ones(len(y)), 1.0)
     inverse = np.linalg.inv(within + lam * np.eye(4))
     np.testing.assert_allclose(lda.metric_, inverse @ between @ inverse, rtol=1e-8, atol=1e-12)
@@ -73,7 +73,7 @@ def test_closed_form_bagging_equals_mean_of_subsampled_scatter():
     # The paper averages S_B over sub-sampled data; the closed form is the limit of many bags.
     rng = np.random.default_rng(3)
     X, y = blobs(rng, (400, 400, 400), dim=3)
-    lda = LDAMetric(form="scatter", normalize=False, reg=0.5, subsample=0.25).fit(X, y)
+    lda = LDAMetric(form="scatter", trace_to_dim=False, reg=0.5, subsample=0.25).fit(X, y)
     within, between, lam = scatter_matrices(X, y, np.ones(len(y)), 0.5)
     regularized = within + lam * np.eye(3)
     bagged = regularized @ lda.metric_ @ regularized  # recover E[S_B^bag]

@@ -165,6 +165,40 @@ def test_pga_on_curved_manifold_round_trips(curved_space, rng):
     assert_allclose(pga.explained_variance_.sum(), dist2.sum() / 11, rtol=1e-5)
 
 
+def _projected_variance(space, mean, direction, X):
+    """Oracle: sum over X of d(mean, closest point of the geodesic Exp_mean(a direction))^2 / (n - 1), by Brent on a."""
+    from scipy.optimize import minimize_scalar
+
+    def squared_dist(a, x):
+        return float(space.metric.squared_dist(space.metric.exp(a * direction, mean), x))
+
+    start = (space.metric.log(X, mean) @ space.metric.metric_matrix(mean) @ direction) / (direction @ space.metric.metric_matrix(mean) @ direction)
+    scale = np.sqrt(direction @ space.metric.metric_matrix(mean) @ direction)
+    best = [minimize_scalar(squared_dist, bracket=(a - 0.1, a + 0.1), args=(x,), options=dict(xtol=1e-10)).x for a, x in zip(start, X)]
+    return np.sum((np.array(best) * scale) ** 2) / (len(X) - 1)
+
+
+def test_exact_pga_differs_from_tangent_pca_on_a_curved_field_and_agrees_on_a_flat_one(curved_space, rng):
+    X = rng.normal(size=(10, 2)) * [1.2, 0.4] @ np.array([[0.8, 0.6], [-0.6, 0.8]])
+    tangent = PrincipalGeodesicAnalysis(curved_space).fit(X)
+    exact = PrincipalGeodesicAnalysis(curved_space, method="exact").fit(X)
+    metric = exact.metric_matrix_
+    assert_allclose(exact.components_ @ metric @ exact.components_.T, np.eye(2), atol=1e-10)
+    assert abs(tangent.components_[0] @ metric @ exact.components_[0]) < 1 - 1e-4  # a different direction
+    exact_variance = _projected_variance(curved_space, exact.mean_, exact.components_[0], X)
+    assert_allclose(exact.explained_variance_[0], exact_variance, rtol=1e-6)
+    # it maximizes the variance of the projections: more than along the tangent-PCA direction
+    assert exact_variance > _projected_variance(curved_space, exact.mean_, tangent.components_[0], X) * (1 + 1e-4)
+    assert_allclose(exact.transform(X[:3]), exact.fit_transform(X)[:3], atol=1e-6)
+
+    flat_space = LearnedMetricManifold(ConstantField(np.array([[2.0, 0.5], [0.5, 1.0]])))
+    flat_tangent = PrincipalGeodesicAnalysis(flat_space).fit(X)
+    flat_exact = PrincipalGeodesicAnalysis(flat_space, method="exact").fit(X)
+    assert_allclose(flat_exact.components_, flat_tangent.components_, atol=1e-4)
+    assert_allclose(flat_exact.explained_variance_, flat_tangent.explained_variance_, rtol=1e-8)
+    assert_allclose(flat_exact.transform(X), flat_tangent.transform(X), atol=1e-8)
+
+
 def test_pga_on_sphere_components_are_tangent(rng):
     sphere, X = _sphere_data(rng)
     pga = PrincipalGeodesicAnalysis(sphere, n_components=2).fit(X)
@@ -202,11 +236,45 @@ def test_geodesic_regression_on_sphere_is_near_optimal(rng):
     fitted = np.r_[reg.intercept_, reg.coef_[:, 0]]
     assert_allclose(objective(fitted), reg.objective_, rtol=1e-8)
     best = minimize(objective, fitted, method="BFGS").fun
-    assert objective(fitted) <= best * (1 + 1e-3)  # within the flat-Exp linearization error
+    assert objective(fitted) <= best * (1 + 1e-10)  # exact: Jacobians of the closed-form Exp by differences
+    flat = GeodesicRegression(sphere, method="flat").fit(t, Y)
+    assert best * (1 + 1e-6) < flat.objective_ <= best * (1 + 1e-3)  # within the flat-Exp linearization error
     with pytest.warns(ConvergenceWarning, match="did not converge"):
         init = GeodesicRegression(sphere, max_iter=1).fit(t, Y)
     assert reg.objective_ <= init.objective_
     assert_allclose(np.linalg.norm(reg.predict(t), axis=1), 1.0)
+
+
+def _rotation(angle):
+    return np.array([[np.cos(angle), -np.sin(angle)], [np.sin(angle), np.cos(angle)]])
+
+
+@pytest.fixture(scope="module")
+def strongly_curved_regression():
+    """Three rotated metrics of condition 30, 50 and 80, rho = 2, and 25 noisy points along one of its geodesics."""
+    metrics = np.array([_rotation(a) @ np.diag([c, 1.0]) @ _rotation(a).T for a, c in [(0.3, 30), (1.2, 50), (2.4, 80)]]) / 10
+    space = LearnedMetricManifold(SmoothLocalField(np.array([[-1.0, 0.0], [0.5, 0.8], [1.0, -0.7]]), metrics, rho=2.0))
+    t = np.linspace(-1.0, 1.0, 25)
+    truth = space.metric.exp(t[:, None] * np.array([0.6, 0.5]), np.array([0.0, 0.1]))
+    return space, t, truth + 0.05 * np.random.default_rng(0).normal(size=truth.shape)
+
+
+def test_exact_geodesic_regression_reaches_the_minimum_of_a_strongly_curved_field(strongly_curved_regression):
+    space, t, Y = strongly_curved_regression
+    exact = GeodesicRegression(space).fit(t, Y)
+    flat = GeodesicRegression(space, method="flat").fit(t, Y)
+
+    def objective(z):
+        return np.mean(space.metric.squared_dist(space.metric.exp(t[:, None] * z[2:], z[:2]), Y))
+
+    fitted = np.r_[exact.intercept_, exact.coef_[:, 0]]
+    assert_allclose(objective(fitted), exact.objective_, rtol=1e-12)
+    simplex = fitted + np.vstack([np.zeros(4), 1e-4 * np.eye(4)])
+    options = dict(initial_simplex=simplex, xatol=1e-8, fatol=1e-14, maxfev=80)
+    best = minimize(objective, fitted, method="Nelder-Mead", options=options).fun
+    assert abs(exact.objective_ - best) <= 1e-6 * best
+    # the flat-chart approximation stops well above the minimum (5.7% here)
+    assert flat.objective_ > 1.03 * exact.objective_
 
 
 def test_geodesic_regression_recovers_a_geodesic_of_a_curved_manifold(curved_space):
@@ -261,6 +329,12 @@ def test_bad_input(constant_space, curved_space, rng):
         PrincipalGeodesicAnalysis(constant_space, n_components=4).fit(X)
     with pytest.raises(ValueError, match="rank deficient"):
         GeodesicRegression(constant_space).fit(np.ones(5), X)
+    with pytest.raises(ValueError, match="method must be one of"):
+        GeodesicRegression(constant_space, method="approximate").fit(np.arange(5.0), X)
+    with pytest.raises(ValueError, match="method must be one of"):
+        PrincipalGeodesicAnalysis(constant_space, method="sommer").fit(X)
+    with pytest.raises(ValueError, match="jacobi_field"):
+        PrincipalGeodesicAnalysis(Hypersphere(2), method="exact").fit(Hypersphere(2).projection(X))
     with pytest.raises(ValueError, match="3 columns"):
         GeodesicRegression(constant_space).fit(np.arange(5.0), X[:, :2])
     pga = PrincipalGeodesicAnalysis(curved_space, n_components=1).fit(rng.normal(size=(4, 2)))

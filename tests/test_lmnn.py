@@ -35,12 +35,12 @@ def noisy_problem(rng, n=120, n_noise=4):
     return X, y
 
 
-def make_objective(X, y, w, per_class, n_neighbors=3):
+def make_objective(X, y, w, per_class, n_targets=3):
     """The exact objective: every differently labelled pair is a candidate impostor."""
     classes, index = np.unique(y, return_inverse=True)
     n_groups = len(classes) if per_class else 1
     groups = index if per_class else np.zeros(len(y), dtype=int)
-    targets, valid = target_neighbors(X, index, n_neighbors)
+    targets, valid = target_neighbors(X, index, n_targets)
     objective = _LargeMarginObjective(X, w, index, groups, n_groups, X.shape[1], targets, valid, 0.5)
     objective.set_candidates(*np.nonzero(index[:, None] != index[None, :]))
     return objective
@@ -223,8 +223,8 @@ def test_convergence_warning_when_max_iter_is_hit():
 @pytest.mark.parametrize(
     ("params", "error", "message"),
     [
-        ({"n_neighbors": 0}, ValueError, "n_neighbors must be an int >= 1, got 0"),
-        ({"n_neighbors": 2.5}, TypeError, "n_neighbors must be an int, got 2.5"),
+        ({"n_targets": 0}, ValueError, "n_targets must be an int >= 1, got 0"),
+        ({"n_targets": 2.5}, TypeError, "n_targets must be an int, got 2.5"),
         ({"max_iter": 0}, ValueError, "max_iter must be an int >= 1, got 0"),
         ({"tol": -1.0}, ValueError, "tol must be >= 0, got -1.0"),
         ({"push_weight": 1.5}, ValueError, "push_weight must be in [0, 1], got 1.5"),

@@ -4,14 +4,20 @@ import re
 
 import numpy as np
 import pytest
+from helpers import CovarianceLearner
 from sklearn.neighbors import KNeighborsClassifier
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
-from helpers import CovarianceLearner
-from riemlocal.distances import distance
+from riemlocal.distances import RULES, RULES_BY_STRUCTURE, distance
 from riemlocal.fields import LazyField
-from riemlocal.neighbors import ccknn_scores
-from riemlocal.neighbors import LocalMetricKNN
+from riemlocal.neighbors import (
+    GlobalShortlist,
+    LocalMetricKNN,
+    ccknn_scores,
+    check_where_rule,
+    field_structure,
+    knn_votes,
+)
 from riemlocal.placement import fit_local_metric
 
 
@@ -128,8 +134,7 @@ def test_n_jobs_gives_the_same_predictions(data):
         (dict(decision="vote"), "decision must be one of"),
         (dict(interpolation="cubic"), "interpolation must be one of"),
         (dict(where="reference", rule="geodesic"), "rule='geodesic' needs a smooth field"),
-        (dict(where="lazy", rule="geodesic"), "needs the metric along whole curves"),
-        (dict(where="lazy", rule="line"), "needs the metric along whole curves"),
+        (dict(where="lazy", rule="geodesic"), "rule='geodesic' needs a smooth field"),
         (dict(n_neighbors=0), "n_neighbors must be an int >= 1"),
         (dict(shortlist=2), "shortlist must be >= n_neighbors=3"),
         (dict(decision="ccknn", n_neighbors=6, shortlist=10), "larger than the smallest class"),
@@ -164,3 +169,41 @@ def test_bad_data(data):
 )
 def test_sklearn_compatible(estimator, check):
     check(estimator)
+
+
+def test_global_shortlist_is_the_brute_force_global_neighbourhood(data):
+    X, y = data
+    rng = np.random.default_rng(3)
+    A = rng.normal(size=(3, 3))
+    metric = A @ A.T + np.eye(3)
+    Xq = rng.normal(size=(7, 3))
+    sq = np.einsum("qni,ij,qnj->qn", X[None] - Xq[:, None], metric, X[None] - Xq[:, None])
+    found = GlobalShortlist(X, metric, [np.arange(len(X))])(Xq, 5)
+    np.testing.assert_array_equal(found, np.argsort(sq, axis=1)[:, :5])
+    groups = [np.flatnonzero(y == c) for c in range(3)]
+    per_class = GlobalShortlist(X, metric, groups)(Xq, 4)
+    expected = np.concatenate([g[np.argsort(sq[:, g], axis=1)[:, :4]] for g in groups], axis=1)
+    np.testing.assert_array_equal(per_class, expected)
+
+
+def test_knn_votes_count_the_k_nearest_labels_with_stable_ties():
+    distances_sq = np.array([[3.0, 1.0, 2.0, 1.0], [0.5, 0.5, 0.5, 9.0]])
+    labels = np.array([[0, 1, 2, 2], [2, 0, 0, 1]])
+    np.testing.assert_array_equal(knn_votes(distances_sq, labels, 3, 3), [[0, 1, 2], [2, 0, 1]])
+
+
+@pytest.mark.parametrize("where", ["global", "class", "exemplar", "reference", "lazy"])
+@pytest.mark.parametrize("interpolation", ["nearest", "rbf", "smooth"])
+def test_the_table_of_legal_pairs_is_what_fits_and_predicts(where, interpolation):
+    X = np.random.default_rng(0).normal(size=(12, 2))
+    y = np.array([0] * 6 + [1] * 6)
+    served = RULES_BY_STRUCTURE[field_structure(where, interpolation)]
+    for rule in RULES:
+        params = dict(where=where, interpolation=interpolation, rule=rule, shortlist=3, n_local=6, n_references=4)
+        if rule in served:
+            check_where_rule(where, interpolation, rule)
+            clf = LocalMetricKNN(CovarianceLearner(), random_state=0, **params).fit(X, y)
+            assert np.all(np.isfinite(clf.local_distances(X[:2] + 0.1)[1]))
+        else:
+            with pytest.raises(ValueError, match=f"rule='{rule}' needs"):
+                LocalMetricKNN(CovarianceLearner(), **params).fit(X, y)

@@ -10,7 +10,8 @@ from scipy.special import softmax
 from helpers import CovarianceLearner
 from riemlocal.fields import ConstantField, LazyField, NearestLocalField, RBFLocalField, SmoothLocalField
 from riemlocal.learners import WEIGHT_FLOOR, condition_metric, fit_local_metric
-from riemlocal.placement import LocalMetrics
+from riemlocal.placement import LocalMetrics, interpolate, place_field
+from riemlocal.placement._regions import class_weights
 
 CALLS = {}
 
@@ -104,7 +105,7 @@ def test_class_field_reads_the_class_metric_of_training_points(data):
 def test_class_weights_are_class_members_and_their_neighbours(data):
     X, y = data
     calls = CALLS.setdefault("class", [])
-    placement = LocalMetrics(SpyLearner(tag="class"), where="class", n_neighbors=4).fit(X, y)
+    placement = LocalMetrics(SpyLearner(tag="class"), where="class", n_local=4).fit(X, y)
     local = calls[1:]  # calls[0] is the global fit on everything
     assert calls[0]["w"] is None and len(calls[0]["X"]) == 60
     assert len(local) == 3
@@ -120,7 +121,7 @@ def test_class_weights_are_class_members_and_their_neighbours(data):
 def test_exemplar_fits_use_the_neighbourhood_of_each_point(data):
     X, y = data
     calls = CALLS.setdefault("exemplar", [])
-    placement = LocalMetrics(SpyLearner(tag="exemplar"), where="exemplar", n_neighbors=10).fit(X, y)
+    placement = LocalMetrics(SpyLearner(tag="exemplar"), where="exemplar", n_local=10).fit(X, y)
     mapped = X @ np.linalg.cholesky(placement.global_metric_)
     for i, call in enumerate(calls[1:]):
         sq = ((mapped - mapped[i]) ** 2).sum(-1)
@@ -198,7 +199,7 @@ def test_learner_without_sample_weight_is_refused_for_weighted_fits(data):
 @pytest.mark.parametrize(
     "params, message",
     [(dict(where="cluster"), "where must be one of"), (dict(rank=0), "rank must be"),
-     (dict(where="exemplar", n_neighbors=0), "n_neighbors must be an int >= 1"),
+     (dict(where="exemplar", n_local=0), "n_local must be an int >= 1"),
      (dict(where="reference", sigma=-1.0), "sigma must be > 0"),
      (dict(where="reference", n_references=0), "n_references must be an int >= 1")],
 )
@@ -216,9 +217,9 @@ def test_single_class_is_refused(data):
 
 def test_n_jobs_gives_the_same_metrics(data):
     X, y = data
-    one = LocalMetrics(CovarianceLearner(), where="exemplar", n_neighbors=15).fit(X, y)
+    one = LocalMetrics(CovarianceLearner(), where="exemplar", n_local=15).fit(X, y)
     with parallel_config(backend="threading"):  # loky start-up is slow on a shared machine
-        two = LocalMetrics(CovarianceLearner(), where="exemplar", n_neighbors=15, n_jobs=2).fit(X, y)
+        two = LocalMetrics(CovarianceLearner(), where="exemplar", n_local=15, n_jobs=2).fit(X, y)
     np.testing.assert_allclose(one.metrics_, two.metrics_)
 
 
@@ -271,3 +272,74 @@ def test_lazy_field_bad_input(data, kwargs, error, message):
         LazyField(CovarianceLearner(), X, y[:-1])
     with pytest.raises(ValueError, match="last axis of length dim=3"):
         LazyField(CovarianceLearner(), X, y).metric_matrix(np.zeros(2))
+
+
+def brute_force_bandwidth(mapped, reference_indices):
+    """Median over samples of the squared distance to the nearest reference other than the sample itself."""
+    sq = ((mapped[:, None] - mapped[reference_indices]) ** 2).sum(-1)
+    sq[reference_indices, np.arange(len(reference_indices))] = np.inf
+    nearest = sq.min(axis=1)
+    return np.median(nearest[np.isfinite(nearest)])
+
+
+@pytest.mark.parametrize("n_references", [30, 45, 60])
+def test_auto_bandwidth_stays_positive_when_half_or_more_are_references(data, n_references):
+    X, y = data
+    placement = LocalMetrics(CovarianceLearner(), where="reference", n_references=n_references, random_state=0)
+    placement.fit(X, y)
+    mapped = X @ np.linalg.cholesky(placement.global_metric_)
+    expected = brute_force_bandwidth(mapped, placement.reference_indices_)
+    assert expected > 0.1  # the plain nearest-reference median was 0 here (2.2e-308 after flooring)
+    np.testing.assert_allclose(placement.sigma_, expected, rtol=1e-12)
+    spread = np.ptp(placement.metrics_.reshape(n_references, -1), axis=0).max()
+    assert spread > 1e-3 * np.abs(placement.metrics_).max()  # reference metrics differ (they all coincided before)
+
+
+def test_auto_bandwidth_with_two_samples_gives_finite_metrics():
+    X, y = np.array([[0.0, 0.0], [1.0, 2.0]]), np.array([0, 1])
+    placement = LocalMetrics(CovarianceLearner(), where="reference", random_state=0).fit(X, y)
+    mapped = X @ np.linalg.cholesky(placement.global_metric_)
+    np.testing.assert_allclose(placement.sigma_, np.sum((mapped[0] - mapped[1]) ** 2), rtol=1e-12)
+    assert np.all(np.isfinite(placement.metrics_))
+
+
+def test_auto_bandwidth_of_coincident_points_is_refused(data):
+    X, y = data
+    X = np.repeat(X[:6], 10, axis=0)
+    y = np.repeat(y[[0, 1, 2, 20, 21, 40]], 10)
+    with pytest.raises(ValueError, match="sigma='auto' is 0"):
+        LocalMetrics(CovarianceLearner(), where="reference", n_references=40, random_state=0).fit(X, y)
+    sigma = LocalMetrics(CovarianceLearner(), where="reference", n_references=40, sigma=1.0, random_state=0).fit(X, y)
+    assert sigma.sigma_ == 1.0
+
+
+def test_class_weights_mark_members_and_their_neighbourhoods():
+    neighbours = np.array([[0, 3], [1, 2], [2, 1], [3, 0], [4, 1]])
+    y = np.array([0, 1, 1, 0, 2])
+    weights = class_weights(neighbours, y, 3)
+    np.testing.assert_array_equal(weights, [[1, 0, 0, 1, 0], [0, 1, 1, 0, 0], [0, 1, 0, 0, 1]])
+
+
+@pytest.mark.parametrize("kind, field_type", [("nearest", NearestLocalField), ("rbf", RBFLocalField), ("smooth", SmoothLocalField)])
+def test_interpolate_builds_the_field_of_its_kind(data, kind, field_type):
+    placement = LocalMetrics(CovarianceLearner(), where="reference", n_references=6, random_state=0).fit(*data)
+    field = interpolate(placement, kind, rho=3.0)
+    assert type(field) is field_type
+    x = data[0][:4] + 0.1
+    builders = {"nearest": placement.nearest_field, "rbf": placement.rbf_field, "smooth": lambda: placement.smooth_field(3.0)}
+    np.testing.assert_array_equal(field.metric_matrix(x), builders[kind]().metric_matrix(x))
+    with pytest.raises(ValueError, match="interpolation must be one of"):
+        interpolate(placement, "cubic")
+
+
+def test_place_field_lazy_is_a_lazy_field_around_the_global_metric(data):
+    X, y = data
+    placement, field = place_field(CovarianceLearner(), X, y, "lazy", n_local=12)
+    assert placement.where == "global" and isinstance(field, LazyField)
+    assert field.n_neighbors == 12
+    np.testing.assert_allclose(field.proximity, placement.global_metric_)
+    assert place_field(CovarianceLearner(), X, y, "lazy")[1].n_neighbors == 50
+    placement, field = place_field(CovarianceLearner(), X, y, "class", "smooth", 2.0)
+    np.testing.assert_array_equal(field.metric_matrix(X[:3]), placement.smooth_field(2.0).metric_matrix(X[:3]))
+    with pytest.raises(ValueError, match="where must be one of"):
+        place_field(CovarianceLearner(), X, y, "cluster")

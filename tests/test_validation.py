@@ -45,9 +45,9 @@ def test_glml_singular_class_covariance_is_rejected_whatever_cholesky_does():
     for _ in range(20):
         X = rng.standard_normal((40, 3))
         y = np.r_[np.zeros(3), np.ones(37)]
-        with pytest.raises(ValueError, match="alpha=0.0 leaves a singular class covariance"):
-            GLMLField(X, y, alpha=0.0)
-        GLMLField(X, y, alpha=1e-3)
+        with pytest.raises(ValueError, match="reg_covar=0.0 leaves a singular class covariance"):
+            GLMLField(X, y, reg_covar=0.0)
+        GLMLField(X, y, reg_covar=1e-3)
 
 
 def test_lda_singular_within_scatter_is_rejected():

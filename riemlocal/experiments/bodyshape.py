@@ -19,9 +19,19 @@ Protocol, per measurement (shoulder-to-wrist distance and shoulder breadth by de
    variance and Euclidean PCA is arbitrary). Leave-one-out residuals use the
    hat matrix, :math:`e_i / (1 - h_{ii})`, exactly.
 
-The bundled data are :func:`~riemlocal.datasets.make_body_shapes` (the CAESAR
-scans are not redistributable); :func:`run_bodyshape` accepts a user's own
-data loaded with :func:`~riemlocal.datasets.load_body_shapes_csv`.
+Steps 2--5 use the targets of all bodies, so the left-out body's own
+measurement has shaped the metric that predicts it (target leakage). The
+leakage-free protocol reported beside it runs steps 1--6 inside each fold of a
+K-fold cross-validation: whitening, clusters (from training targets only),
+metrics, Fréchet mean, PGA, PCA and regression see only the training fold;
+test bodies are whitened with the training map and mapped by the training
+Log at the training mean.
+
+Data: :func:`~riemlocal.datasets.make_body_shapes` (the CAESAR scans are not
+redistributable), the 507 real adults of
+:func:`~riemlocal.datasets.load_body_measurements` (21 diameters and girths as
+the shape; weight and height as targets) or a user's own data from
+:func:`~riemlocal.datasets.load_body_shapes_csv`.
 """
 
 import json
@@ -29,6 +39,8 @@ import time
 from pathlib import Path
 
 import numpy as np
+from matplotlib.figure import Figure
+from sklearn.model_selection import KFold
 
 from ..datasets import make_body_shapes
 from ..fields import SmoothLocalField
@@ -65,30 +77,58 @@ def loo_absolute_errors(features, target):
 
 
 def _whiten(X):
-    """Return ``(X - mean) W`` with identity covariance and the map ``W``."""
-    centered = X - X.mean(axis=0)
-    _, singular, vt = np.linalg.svd(centered, full_matrices=False)
-    whitening = vt.T / singular * np.sqrt(len(X) - 1)
-    return centered @ whitening, whitening
+    """Return the mean and the map ``W`` with ``(X - mean) W`` of identity covariance."""
+    mean = X.mean(axis=0)
+    _, singular, vt = np.linalg.svd(X - mean, full_matrices=False)
+    return mean, vt.T / singular * np.sqrt(len(X) - 1)
 
 
-def _analyse(data, measurement, n_clusters, rho, max_dim, n_jobs, verbose, seed):
-    start = time.perf_counter()
-    timings = {}
-    whitened, whitening = _whiten(data.data)
+def _learned_pga(whitened, measurement, n_clusters, rho, max_dim, n_jobs, verbose, seed):
+    """Steps 2-5: equal-sized clusters by ``measurement``, LMNN per cluster, smooth field, PGA."""
     labels = equal_size_clusters(measurement, n_clusters)
     lmnn = LMNNMetric(per_class=True, random_state=seed).fit(whitened, labels)
     metrics = np.array([condition_metric(metric, normalize=False) for metric in lmnn.metrics_])
     centers = np.array([whitened[labels == k].mean(axis=0) for k in range(n_clusters)])
-    timings["lmnn"] = time.perf_counter() - start
-
-    start = time.perf_counter()
     space = LearnedMetricManifold(SmoothLocalField(centers, metrics, rho=rho), n_jobs=n_jobs)
     pga = PrincipalGeodesicAnalysis(space, n_components=max_dim, verbose=verbose)  # the manifold splits the Logs
-    riemannian = pga.fit_transform(whitened)
-    timings["pga"] = time.perf_counter() - start
+    return pga, lmnn, labels
 
-    centered = data.data - data.data.mean(axis=0)
+
+def _linear_errors(train_features, train_target, test_features, test_target):
+    """Absolute test errors of least squares with intercept fitted on the training rows."""
+    design = np.hstack([np.ones((len(train_features), 1)), train_features])
+    coef = np.linalg.lstsq(design, train_target, rcond=None)[0]
+    return np.abs(test_target - np.hstack([np.ones((len(test_features), 1)), test_features]) @ coef)
+
+
+def _cross_validated(X, measurement, n_clusters, rho, max_dim, n_folds, n_jobs, seed):
+    """Leakage-free protocol: K-fold errors with whitening, clusters, metrics, PGA and PCA from the training fold only."""
+    dims = range(1, max_dim + 1)
+    errors = {"euclidean": np.zeros((max_dim, len(X))), "riemannian": np.zeros((max_dim, len(X)))}
+    for train, test in KFold(n_folds, shuffle=True, random_state=seed).split(X):
+        mean, whitening = _whiten(X[train])
+        pga, _, _ = _learned_pga((X[train] - mean) @ whitening, measurement[train], n_clusters, rho, max_dim, n_jobs, False, seed)
+        riemannian = (pga.fit_transform((X[train] - mean) @ whitening), pga.transform((X[test] - mean) @ whitening))
+        vt = np.linalg.svd(X[train] - mean, full_matrices=False)[2][:max_dim]
+        euclidean = ((X[train] - mean) @ vt.T, (X[test] - mean) @ vt.T)
+        for key, (train_features, test_features) in (("euclidean", euclidean), ("riemannian", riemannian)):
+            for d in dims:
+                errors[key][d - 1, test] = _linear_errors(
+                    train_features[:, :d], measurement[train], test_features[:, :d], measurement[test]
+                )
+    return {key: value.mean(axis=1).tolist() for key, value in errors.items()}
+
+
+def _analyse(data, measurement, n_clusters, rho, max_dim, n_folds, n_jobs, verbose, seed):
+    start = time.perf_counter()
+    timings = {}
+    mean, whitening = _whiten(data.data)
+    whitened = (data.data - mean) @ whitening
+    pga, lmnn, labels = _learned_pga(whitened, measurement, n_clusters, rho, max_dim, n_jobs, verbose, seed)
+    riemannian = pga.fit_transform(whitened)
+    timings["lmnn_and_pga"] = time.perf_counter() - start
+
+    centered = data.data - mean
     _, singular, vt = np.linalg.svd(centered, full_matrices=False)
     euclidean = centered @ vt[:max_dim].T
     dims = list(range(1, max_dim + 1))
@@ -97,13 +137,16 @@ def _analyse(data, measurement, n_clusters, rho, max_dim, n_jobs, verbose, seed)
         "riemannian": [float(loo_absolute_errors(riemannian[:, :d], measurement).mean()) for d in dims],
     }
     full = float(loo_absolute_errors(data.data, measurement).mean())
+    start = time.perf_counter()
+    cross_validated = _cross_validated(data.data, measurement, n_clusters, rho, max_dim, n_folds, n_jobs, seed)
+    timings["cross_validation"] = time.perf_counter() - start
 
     # measurements predicted (linear model on all coefficients) along the first principal directions
     t = np.linspace(-3.0, 3.0, 13)  # the data range; at the paper's ±7 std the geodesics leave the data
     start = time.perf_counter()
-    geodesic = pga.principal_geodesic(0, t) @ np.linalg.pinv(whitening) + data.data.mean(axis=0)
+    geodesic = pga.principal_geodesic(0, t) @ np.linalg.pinv(whitening) + mean
     timings["principal_geodesic"] = time.perf_counter() - start
-    line = data.data.mean(axis=0) + t[:, None] * (singular[0] / np.sqrt(len(centered) - 1)) * vt[0]
+    line = mean + t[:, None] * (singular[0] / np.sqrt(len(centered) - 1)) * vt[0]
     design = np.hstack([np.ones((len(data.data), 1)), data.data])
     coef = np.linalg.lstsq(design, data.target, rcond=None)[0]
     along = {
@@ -114,6 +157,7 @@ def _analyse(data, measurement, n_clusters, rho, max_dim, n_jobs, verbose, seed)
     summary = {
         "dims": dims,
         "mae": errors,
+        "mae_cross_validated": cross_validated,
         "mae_all_coefficients": full,
         "std": float(measurement.std()),
         "explained_variance_ratio": pga.explained_variance_ratio_.tolist(),
@@ -122,79 +166,99 @@ def _analyse(data, measurement, n_clusters, rho, max_dim, n_jobs, verbose, seed)
         "along_first_direction": along,
         "timings": timings,
     }
-    arrays = {"labels": labels, "euclidean": euclidean[:, :2], "riemannian": riemannian[:, :2]}
+    arrays = {"labels": labels, "measurement": measurement, "euclidean": euclidean[:, :2], "riemannian": riemannian[:, :2]}
     return summary, arrays
 
 
-def _markdown(results, n_samples):
+def _markdown(results, n_samples, units, n_folds):
     names = list(results)
-    header = "| dim | " + " | ".join(f"{n} Euclidean | {n} Riemannian" for n in names) + " |"
+    header = "| principal geodesics | " + " | ".join(f"{n} Euclidean | {n} Riemannian" for n in names) + " |"
     rule = "|---:|" + "---:|---:|" * len(names)
-    rows = [
-        f"| {d} | "
-        + " | ".join(f"{results[n]['mae']['euclidean'][i]:.1f} | {results[n]['mae']['riemannian'][i]:.1f}" for n in names)
-        + " |"
-        for i, d in enumerate(results[names[0]]["dims"])
-    ]
-    full = "| all coefficients | " + " | ".join(f"{results[n]['mae_all_coefficients']:.1f} | " for n in names) + " |"
-    title = f"Leave-one-out mean absolute error (mm), {n_samples} bodies, PCA (Euclidean) vs PGA (learned metric)"
-    return "\n".join([title, "", header, rule, *rows, full])
+    unit = ", ".join(f"{n} in {units.get(n, 'mm')}" for n in names)
+
+    def table(key, title):
+        rows = [
+            f"| {d} | "
+            + " | ".join(f"{results[n][key]['euclidean'][i]:.2f} | {results[n][key]['riemannian'][i]:.2f}" for n in names)
+            + " |"
+            for i, d in enumerate(results[names[0]]["dims"])
+        ]
+        return [title, "", header, rule, *rows]
+
+    full = "| all coefficients | " + " | ".join(f"{results[n]['mae_all_coefficients']:.2f} | " for n in names) + " |"
+    paper = table(
+        "mae",
+        f"Paper's protocol: leave-one-out mean absolute error ({unit}), {n_samples} bodies, PCA (Euclidean) vs PGA "
+        "(learned metric); clusters, metrics and PGA from all bodies, so the left-out target shapes its own metric",
+    )
+    clean = table(
+        "mae_cross_validated",
+        f"Leakage-free: {n_folds}-fold cross-validated mean absolute error ({unit}); whitening, clusters (from training "
+        "targets only), metrics, PGA, PCA and regression fitted on each training fold",
+    )
+    return "\n".join([*paper, full, "", *clean])
 
 
-def _figure():
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
-
-
+# The plots are matplotlib Figures outside pyplot: the user's backend is left alone.
 def plot_errors(result):
-    """Leave-one-out error against the dimension, Euclidean vs Riemannian, one panel per measurement."""
-    plt = _figure()
+    """Mean absolute error against the number of principal geodesics, both protocols, one panel per measurement."""
     names = list(result["measurements"])
-    figure, axes = plt.subplots(1, len(names), figsize=(4.5 * len(names), 3.5), squeeze=False)
+    units = result.get("units", {})
+    figure = Figure(figsize=(4.5 * len(names), 3.6), layout="constrained")
+    axes = figure.subplots(1, len(names), squeeze=False)
     for ax, name in zip(axes[0], names):
         entry = result["measurements"][name]
-        for key, style in (("euclidean", "o--"), ("riemannian", "s-")):
-            ax.plot(entry["dims"], entry["mae"][key], style, label=key.capitalize())
-        ax.set(title=name, xlabel="dimension", ylabel="LOO mean absolute error (mm)")
-        ax.legend()
-    figure.tight_layout()
+        for key, protocol, style in (
+            ("mae", "leave-one-out, paper", "-"),
+            ("mae_cross_validated", f"{result['settings']['n_folds']}-fold, leakage-free", ":"),
+        ):
+            ax.plot(entry["dims"], entry[key]["euclidean"], "o" + style, color="C0", label=f"Euclidean PCA ({protocol})")
+            ax.plot(entry["dims"], entry[key]["riemannian"], "s" + style, color="C1", label=f"learned metric PGA ({protocol})")
+        ax.set(
+            title=name,
+            xlabel="number of principal geodesics",
+            ylabel=f"mean absolute error ({units.get(name, 'mm')})",
+        )
+        ax.legend(fontsize=7)
     return figure
 
 
 def plot_embeddings(result):
-    """Bodies in the first two principal components (Euclidean) and principal geodesics, coloured by cluster."""
-    plt = _figure()
+    """Bodies in the first two principal components and principal geodesics, coloured by the measurement."""
     names = list(result["measurements"])
-    figure, axes = plt.subplots(len(names), 2, figsize=(9, 4 * len(names)), squeeze=False)
+    units = result.get("units", {})
+    figure = Figure(figsize=(9.5, 4 * len(names)), layout="constrained")
+    axes = figure.subplots(len(names), 2, squeeze=False)
     for row, name in zip(axes, names):
         arrays = result["arrays"][name]
-        for ax, key in zip(row, ("euclidean", "riemannian")):
-            ax.scatter(*arrays[key].T, c=arrays["labels"], cmap="viridis", s=6)
-            ax.set(title=f"{name}: {key}", xlabel="1st component", ylabel="2nd component")
-    figure.tight_layout()
+        for ax, key, label in zip(row, ("euclidean", "riemannian"), ("principal component", "principal geodesic")):
+            points = ax.scatter(*arrays[key].T, c=arrays["measurement"], cmap="viridis", s=6)
+            unit = "(data units)" if key == "euclidean" else "(whitened units)"
+            ax.set(title=f"{name}: {'Euclidean PCA' if key == 'euclidean' else 'PGA, learned metric'}",
+                   xlabel=f"1st {label} {unit}", ylabel=f"2nd {label} {unit}")
+        figure.colorbar(points, ax=row, label=f"{name} ({units.get(name, 'mm')})")
     return figure
 
 
 def plot_principal_geodesics(result):
     """Measurements predicted along the first principal geodesic / component, in its standard deviations."""
-    plt = _figure()
     names = list(result["measurements"])
     measurement_names = result["measurement_names"]
-    figure, axes = plt.subplots(1, len(names), figsize=(5 * len(names), 3.8), squeeze=False)
+    figure = Figure(figsize=(5 * len(names) + 2, 3.8), layout="constrained")
+    axes = figure.subplots(1, len(names), squeeze=False)
     for ax, name in zip(axes[0], names):
         along = result["measurements"][name]["along_first_direction"]
         for key, style in (("euclidean", "--"), ("riemannian", "-")):
             values = np.asarray(along[key])
             values = (values - values[len(values) // 2]) / np.asarray(result["measurement_std"])
             for j, label in enumerate(measurement_names):
-                ax.plot(along["t"], values[:, j], style, color=f"C{j}", label=f"{label} ({key[:3]})")
-        ax.set(title=f"clusters by {name}", xlabel="position (std. dev.)", ylabel="change of measurement (std. dev.)")
+                ax.plot(along["t"], values[:, j], style, color=f"C{j}", label=f"{label} ({'PCA' if key == 'euclidean' else 'PGA'})")
+        ax.set(
+            title=f"clusters by {name}",
+            xlabel="position along the 1st principal direction (std. dev.)",
+            ylabel="change of measurement (std. dev.)",
+        )
     axes[0][-1].legend(fontsize=7, loc="center left", bbox_to_anchor=(1.0, 0.5))
-    figure.tight_layout()
     return figure
 
 
@@ -205,19 +269,20 @@ def run_bodyshape(
     verbose=True,
     out=None,
     data=None,
-    measurements=("shoulder_to_wrist", "shoulder_breadth"),
+    measurements=None,
     n_clusters=5,
     rho=1.0,
     max_dim=10,
+    n_folds=10,
 ):
     """Run the body-shape experiment and return its numbers and markdown table.
 
     Parameters
     ----------
     quick : bool, default=False
-        300 bodies and 3 clusters (well under a minute).
+        3 clusters and 3 folds; synthetic data: 300 bodies (well under a minute).
     seed : int, default=0
-        Seed of the synthetic data.
+        Seed of the synthetic data, of LMNN and of the folds.
     n_jobs : int, default=None
         Workers for the Log / Exp batches (joblib).
     verbose : bool, default=True
@@ -225,48 +290,76 @@ def run_bodyshape(
     out : str or Path, default=None
         Directory receiving ``bodyshape.md``, ``bodyshape.json`` and the PNG figures.
     data : Bunch, default=None
-        ``data``, ``target``, ``measurement_names`` (e.g. from
+        ``data``, ``target``, ``measurement_names`` and optionally ``units``
+        (e.g. :func:`~riemlocal.datasets.load_body_measurements` or
         :func:`~riemlocal.datasets.load_body_shapes_csv`); ``None`` draws
         :func:`~riemlocal.datasets.make_body_shapes`.
-    measurements : sequence of str
-        Measurements that define the clusters and are predicted.
+    measurements : sequence of str, default=None
+        Measurements that define the clusters and are predicted; ``None``:
+        shoulder-to-wrist and shoulder breadth on the synthetic bodies, else
+        the first two measurements of ``data``.
     n_clusters : int, default=5
     rho : float, default=1.0
         Sharpness of the smooth field; with the learned metrics the nearest and
         second-nearest cluster then get comparable weights (about :math:`e^{-0.4}`
         apart at a median body on the synthetic data).
     max_dim : int, default=10
-        Largest PGA / PCA dimension.
+        Largest PGA / PCA dimension; at most the number of coefficients.
+    n_folds : int, default=10
+        Folds of the leakage-free protocol.
 
     Returns
     -------
     dict
-        ``measurements``: per measurement, ``dims``, ``mae`` (``euclidean``
-        and ``riemannian`` lists, mm), ``mae_all_coefficients``, ``std``,
-        explained variance ratios, iteration counts, predicted measurements
-        along the first principal geodesic (``along_first_direction``) and
-        ``timings`` (s); ``markdown``; ``arrays`` (2-D embeddings and cluster
-        labels, not written to JSON); ``settings``.
+        ``measurements``: per measurement, ``dims``, ``mae`` (paper's protocol,
+        leave-one-out: ``euclidean`` and ``riemannian`` lists),
+        ``mae_cross_validated`` (leakage-free protocol), ``mae_all_coefficients``,
+        ``std``, explained variance ratios, iteration counts, predicted
+        measurements along the first principal geodesic
+        (``along_first_direction``) and ``timings`` (s); ``units``; ``markdown``;
+        ``arrays`` (2-D embeddings, measurement and cluster labels, not
+        written to JSON); ``settings``.
     """
     if data is None:
         data = make_body_shapes(n_samples=300 if quick else 986, random_state=seed)
-    n_clusters = 3 if quick else n_clusters
+        measurements = ("shoulder_to_wrist", "shoulder_breadth") if measurements is None else measurements
     names = list(data.measurement_names)
+    measurements = names[:2] if measurements is None else list(measurements)
     unknown = [name for name in measurements if name not in names]
     if unknown:
         raise ValueError(f"measurements {unknown} are not in the data (available: {names})")
+    n_clusters, n_folds = (3, 3) if quick else (n_clusters, n_folds)
+    n_samples, n_features = data.data.shape
+    if n_samples < 2 * n_features or n_samples < n_folds * n_clusters * 2:
+        raise ValueError(
+            f"data has {n_samples} bodies and {n_features} coefficients: whitening and {n_folds}-fold cross-validation "
+            f"with {n_clusters} clusters need at least {max(2 * n_features, 2 * n_folds * n_clusters)} bodies"
+        )
+    max_dim = min(max_dim, n_features)
+    units = dict(getattr(data, "units", {}))
     results, arrays = {}, {}
     for name in measurements:
         if verbose:
-            print(f"bodyshape: {name} ({len(data.data)} bodies, {n_clusters} clusters)", flush=True)
+            print(f"bodyshape: {name} ({n_samples} bodies, {n_clusters} clusters, {n_folds} folds)", flush=True)
         target = data.target[:, names.index(name)]
-        results[name], arrays[name] = _analyse(data, target, n_clusters, rho, max_dim, n_jobs, verbose, seed)
+        results[name], arrays[name] = _analyse(data, target, n_clusters, rho, max_dim, n_folds, n_jobs, verbose, seed)
+    settings = {
+        "n_samples": n_samples,
+        "n_coefficients": n_features,
+        "n_clusters": n_clusters,
+        "n_folds": n_folds,
+        "max_dim": max_dim,
+        "rho": rho,
+        "seed": seed,
+        "quick": quick,
+    }
     result = {
         "measurements": results,
         "measurement_names": names,
         "measurement_std": data.target.std(axis=0).tolist(),
-        "markdown": _markdown(results, len(data.data)),
-        "settings": {"n_samples": len(data.data), "n_clusters": n_clusters, "rho": rho, "seed": seed, "quick": quick},
+        "units": units,
+        "markdown": _markdown(results, n_samples, units, n_folds),
+        "settings": settings,
         "arrays": arrays,
     }
     if out is not None:
@@ -275,13 +368,10 @@ def run_bodyshape(
         (out / "bodyshape.md").write_text(result["markdown"] + "\n")
         numbers = {key: value for key, value in result.items() if key != "arrays"}
         (out / "bodyshape.json").write_text(json.dumps(numbers, indent=2))
-        plt = _figure()
         for filename, plot in (
             ("bodyshape_errors.png", plot_errors),
             ("bodyshape_embeddings.png", plot_embeddings),
             ("bodyshape_principal_geodesic.png", plot_principal_geodesics),
         ):
-            figure = plot(result)
-            figure.savefig(out / filename, dpi=110)
-            plt.close(figure)
+            plot(result).savefig(out / filename, dpi=110)
     return result

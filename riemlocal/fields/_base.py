@@ -1,10 +1,23 @@
 """The metric tensor field interface and the constant (global) field."""
 
+from collections import namedtuple
+
 import numpy as np
 
 from ..utils.validation import check_int, check_points, check_spd
 
-__all__ = ["MetricField", "ConstantField"]
+__all__ = ["MetricField", "ConstantField", "STRUCTURES", "SegmentCells"]
+
+#: what a field declares about itself (``MetricField.structure``); rules and the manifold choose their algorithm from it
+STRUCTURES = ("constant", "piecewise_constant", "piecewise_smooth", "smooth")
+
+SegmentCells = namedtuple("SegmentCells", ["pair", "span", "cell", "metrics"])
+SegmentCells.__doc__ = """Cells crossed by a batch of segments (:meth:`MetricField.segment_cells`).
+
+Piece ``k`` of segment ``pair[k]`` has length ``span[k]`` in :math:`\\lambda` and the
+metric ``metrics[cell[k]]``; the pieces of one segment are listed in order along it
+and their spans sum to 1, so the breakpoints are their cumulative sums.
+"""
 
 
 class MetricField:
@@ -26,17 +39,78 @@ class MetricField:
 
     Attributes
     ----------
+    structure : {"constant", "piecewise_constant", "piecewise_smooth", "smooth"}
+        What the field declares itself to be; a class attribute, ``"smooth"``
+        unless a subclass says otherwise. Distance rules and
+        :class:`~riemlocal.manifold.LearnedMetricManifold` choose their
+        algorithm from it: a constant field makes every rule Mahalanobis; a
+        piecewise-constant one implements :meth:`segment_cells`, and both line
+        rules are exact finite sums; piecewise-smooth and smooth fields get
+        line rules by quadrature; only constant and smooth fields have geodesics.
     is_smooth : bool
-        ``True`` when :math:`M` is differentiable, i.e. the field is a
-        Riemannian metric (Hauberg et al., Lemma 1) and geodesics exist.
+        ``True`` when :math:`M` is differentiable (``structure`` is
+        ``"constant"`` or ``"smooth"``), i.e. the field is a Riemannian metric
+        (Hauberg et al., Lemma 1) and geodesics exist. Read-only.
     """
 
-    is_smooth = True
+    structure = "smooth"
     #: step of the central-difference fallback, relative to ``1 + |x|``
     finite_difference_step = 1e-5
 
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        if "is_smooth" in cls.__dict__:
+            raise TypeError(
+                f"{cls.__name__}: is_smooth is derived from the class attribute structure; "
+                f"declare structure = one of {STRUCTURES} instead"
+            )
+        if cls.structure not in STRUCTURES:
+            raise ValueError(f"{cls.__name__}.structure must be one of {STRUCTURES}, got {cls.structure!r}")
+
     def __init__(self, dim):
         self.dim = check_int(dim, "dim")
+
+    @property
+    def is_smooth(self):
+        """Whether :math:`M` is differentiable (a Riemannian metric with geodesics), from :attr:`structure`."""
+        return self.structure in ("constant", "smooth")
+
+    def segment_cells(self, start_point, end_point):
+        r"""Cells crossed by the segments :math:`x \to y`: the hook of piecewise-constant fields.
+
+        Along :math:`x + \lambda (y - x)` a piecewise-constant field is constant
+        between breakpoints :math:`0 = \lambda_0 < \dots < \lambda_m = 1`; listing
+        them makes both line rules exact finite sums. A field declaring
+        ``structure = "piecewise_constant"`` implements this method.
+
+        Parameters
+        ----------
+        start_point, end_point : array-like of shape (..., dim)
+            Segment ends; their leading axes broadcast, and segment ``p`` is
+            entry ``p`` of the flattened broadcast batch.
+
+        Returns
+        -------
+        cells : SegmentCells
+            Flat arrays ``pair``, ``span``, ``cell`` (one entry per piece) and
+            the table ``metrics`` of shape ``(n_cells, dim, dim)`` they index.
+        """
+        raise NotImplementedError(
+            f"{type(self).__name__} declares structure={self.structure!r} and does not implement "
+            "segment_cells(start_point, end_point)"
+        )
+
+    def _segments(self, start_point, end_point):
+        """Broadcast and flatten segment ends to two ``(n, dim)`` arrays."""
+        start = check_points(start_point, self.dim, "start_point")
+        end = check_points(end_point, self.dim, "end_point")
+        try:
+            shape = np.broadcast_shapes(start.shape, end.shape)
+        except ValueError as exc:
+            raise ValueError(
+                f"the leading axes of start_point {start.shape[:-1]} and end_point {end.shape[:-1]} do not broadcast"
+            ) from exc
+        return np.broadcast_to(start, shape).reshape(-1, self.dim), np.broadcast_to(end, shape).reshape(-1, self.dim)
 
     def metric_matrix(self, base_point):
         """Metric :math:`M(x)`, shape ``(..., dim, dim)``."""
@@ -81,7 +155,7 @@ class MetricField:
     def _autograd_derivative(self, x):
         from autograd.differential_operators import make_jvp_reversemode
 
-        jvp = make_jvp_reversemode(self.metric_matrix, x)
+        jvp = make_jvp_reversemode(self.metric_matrix)(x)
         columns = []
         for k in range(self.dim):
             direction = np.zeros_like(x)
@@ -175,6 +249,63 @@ class MetricField:
         """:meth:`geodesic_acceleration` of already validated ``(n, dim)`` arrays (ODE right-hand sides)."""
         return self.geodesic_acceleration(tangent_vec, base_point)
 
+    # -- second derivatives (the Levi-Civita connection's curvature and variations) ---------
+    #: step of the central differences of :meth:`metric_derivative`, relative to ``1 + |x|``
+    second_difference_step = 2e-5
+
+    def metric_second_derivative(self, base_point):
+        r"""Second derivative :math:`\partial^2 M_{ij} / \partial x_k \partial x_l`, shape ``(..., dim, dim, dim, dim)``.
+
+        Default: central differences of :meth:`metric_derivative` (exact by
+        autodiff for an autograd-traceable ``metric_matrix``), symmetrized in
+        :math:`(k, l)`; error :math:`O(h^2)` with ``second_difference_step``.
+        """
+        x = self._check(base_point)
+        h = self.second_difference_step * (1.0 + np.abs(x))
+        columns = []
+        for l in range(self.dim):
+            step = np.zeros_like(x)
+            step[..., l] = h[..., l]
+            diff = self.metric_derivative(x + step) - self.metric_derivative(x - step)
+            columns.append(diff / (2.0 * h[..., l, None, None, None]))
+        second = np.stack(columns, axis=-1)
+        return 0.5 * (second + np.swapaxes(second, -1, -2))
+
+    def acceleration_derivative(self, tangent_vec, base_point, position_vec, velocity_vec):
+        r"""Directional derivative of :meth:`geodesic_acceleration` :math:`a(x, v) = -\Gamma_x(v, v)`, shape ``(..., dim)``.
+
+        :math:`\partial_x a[\delta x] + \partial_v a[\delta v]`, the right-hand side of the Jacobi
+        (variational) equation, with :math:`a = M^{-1} b`,
+        :math:`b = \tfrac12 [v^T \partial_l M v]_l - (\partial_v M) v`:
+
+        .. math::
+            \partial_x a[\delta x] = -(\partial_{\delta x} \Gamma)(v, v)
+            = M^{-1}\big(\tfrac12 [v^T \partial_l \partial_{\delta x} M\, v]_l
+              - (\partial_{\delta x} \partial_v M)\, v - (\partial_{\delta x} M)\, a\big),
+
+            \partial_v a[\delta v] = -2 \Gamma(v, \delta v)
+            = M^{-1}\big([v^T \partial_l M\, \delta v]_l - (\partial_v M)\, \delta v - (\partial_{\delta v} M)\, v\big).
+
+        Default: from :meth:`metric_derivative` and :meth:`metric_second_derivative`
+        (:math:`O(D^4)` per point); the local fields override it with :math:`O(R D^2)` products.
+        """
+        x = self._check(base_point)
+        v, dx, dv = (
+            check_points(u, self.dim, name)
+            for u, name in ((tangent_vec, "tangent_vec"), (position_vec, "position_vec"), (velocity_vec, "velocity_vec"))
+        )
+        second, first = self.metric_second_derivative(x), self.metric_derivative(x)
+        acceleration = self.geodesic_acceleration(v, x)
+        rhs = (
+            0.5 * np.einsum("...ijlk,...i,...j,...k->...l", second, v, v, dx)
+            - np.einsum("...ijkl,...j,...k,...l->...i", second, v, dx, v)
+            - np.einsum("...ijk,...k,...j->...i", first, dx, acceleration)
+            + np.einsum("...ijl,...i,...j->...l", first, v, dv)
+            - np.einsum("...ijk,...k,...j->...i", first, v, dv)
+            - np.einsum("...ijk,...k,...j->...i", first, dv, v)
+        )
+        return np.linalg.solve(self.metric_matrix(x), rhs[..., None])[..., 0]
+
     def __repr__(self):
         return f"{type(self).__name__}(dim={self.dim})"
 
@@ -187,6 +318,8 @@ class ConstantField(MetricField):
     metric : array-like of shape (dim, dim)
         Symmetric positive definite matrix.
     """
+
+    structure = "constant"
 
     def __init__(self, metric):
         metric = check_spd(metric, "metric")
@@ -222,3 +355,11 @@ class ConstantField(MetricField):
 
     def geodesic_acceleration(self, tangent_vec, base_point):
         return self.derivative_vector_product(tangent_vec, base_point)
+
+    def metric_second_derivative(self, base_point):
+        x = self._check(base_point)
+        return np.zeros(x.shape[:-1] + (self.dim,) * 4)
+
+    def acceleration_derivative(self, tangent_vec, base_point, position_vec, velocity_vec):
+        shapes = (np.shape(tangent_vec), np.shape(base_point), np.shape(position_vec), np.shape(velocity_vec))
+        return np.zeros(np.broadcast_shapes(*shapes))

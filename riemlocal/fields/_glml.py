@@ -48,6 +48,7 @@ from scipy.special import softmax
 
 from ..utils.validation import check_labels, check_points, check_positive, is_positive_definite
 from ._base import MetricField
+from ._local import SmoothLocalField
 
 __all__ = ["GLMLField"]
 
@@ -56,7 +57,7 @@ class GLMLField(MetricField):
     r"""GLML metric field :math:`M(x) = \gamma I + A_{\mathrm{opt}}(x)` (Noh, Zhang & Lee, 2010).
 
     One Gaussian per class is fitted to ``(X, y)``: the class mean, the
-    covariance :math:`\Sigma_c = \hat\Sigma_c + \alpha I` (the paper's
+    covariance :math:`\Sigma_c = \hat\Sigma_c + \epsilon I` (the paper's
     regularization, :math:`\hat\Sigma_c` the maximum-likelihood estimate) and
     the prior :math:`n_c / n`, so that :math:`p_c(x) = (n_c/n)\,
     \mathcal N(x; \mu_c, \Sigma_c)` is the joint density of class :math:`c`.
@@ -74,9 +75,10 @@ class GLMLField(MetricField):
         Isotropic regularization :math:`\gamma > 0` added to the unit-determinant
         :math:`A_{\mathrm{opt}}`; large values approach the Euclidean metric.
         The paper selects it by cross-validation.
-    alpha : float, default=1e-3
-        Covariance regularization :math:`\alpha \ge 0` (in squared units of
-        ``X``). ``alpha=0`` is allowed only when every class covariance is
+    reg_covar : float, default=1e-3
+        Covariance ridge :math:`\epsilon \ge 0` (in squared units of ``X``;
+        scikit-learn's name in ``GaussianMixture``, the paper's :math:`\alpha`).
+        ``reg_covar=0`` is allowed only when every class covariance is
         nonsingular.
 
     Attributes
@@ -85,9 +87,9 @@ class GLMLField(MetricField):
     priors_ : ndarray of shape (n_classes,)
     means_ : ndarray of shape (n_classes, dim)
     covariances_ : ndarray of shape (n_classes, dim, dim)
-        Regularized class covariances :math:`\hat\Sigma_c + \alpha I`.
-    is_smooth : bool
-        ``False``. :math:`A_{\mathrm{opt}}` is smooth where :math:`B(x)` is
+        Regularized class covariances :math:`\hat\Sigma_c + \epsilon I`.
+    structure : str
+        ``"piecewise_smooth"`` (so ``is_smooth`` is ``False``). :math:`A_{\mathrm{opt}}` is smooth where :math:`B(x)` is
         nonsingular, but when an eigenvalue of :math:`B` changes sign the counts
         :math:`d_\pm` jump, so every other eigenvalue of :math:`A_{\mathrm{opt}}`
         jumps: the field is discontinuous across the hypersurface
@@ -95,7 +97,8 @@ class GLMLField(MetricField):
         :math:`|\lambda_{\min}|^{-1/D}` there (the vanishing eigenvalue is floored at
         ``eps * max|lambda|`` so the scaling stays finite; where :math:`B = 0`,
         e.g. far from all but one class, :math:`A_{\mathrm{opt}} = I`). Use the
-        field with frozen-metric rules (the query's metric), not geodesics.
+        field with frozen-metric rules (the query's metric); for geodesics and
+        statistics use its smooth form, :meth:`smooth_field`.
 
     Notes
     -----
@@ -116,9 +119,9 @@ class GLMLField(MetricField):
     (4, 3, 3)
     """
 
-    is_smooth = False
+    structure = "piecewise_smooth"
 
-    def __init__(self, X, y, gamma=1.0, alpha=1e-3):
+    def __init__(self, X, y, gamma=1.0, reg_covar=1e-3):
         X = check_points(X, name="X", min_ndim=2)
         if X.ndim != 2:
             raise ValueError(f"X must have shape (n_samples, dim), got {X.shape}")
@@ -126,7 +129,7 @@ class GLMLField(MetricField):
         if y.shape != (X.shape[0],):
             raise ValueError(f"y must have shape (n_samples,) = ({X.shape[0]},), got {y.shape}")
         self.gamma = check_positive(gamma, "gamma")
-        self.alpha = check_positive(alpha, "alpha", strict=False)
+        self.reg_covar = check_positive(reg_covar, "reg_covar", strict=False)
         classes, y_index, counts = np.unique(y, return_inverse=True, return_counts=True)
         if classes.size < 2:
             raise ValueError(f"y must contain at least two classes, got {classes.size}")
@@ -146,11 +149,11 @@ class GLMLField(MetricField):
         self.means_ = self._origin + self._local_means
         self.covariances_ = np.stack(
             [np.cov(local[y_index == c], rowvar=False, bias=True).reshape(self.dim, self.dim) for c in range(classes.size)]
-        ) + self.alpha * np.eye(self.dim)
+        ) + self.reg_covar * np.eye(self.dim)
         if not np.all(is_positive_definite(self.covariances_)):
             raise ValueError(
-                f"alpha={self.alpha!r} leaves a singular class covariance (a class with fewer "
-                f"distinct points than dim={self.dim}?); use alpha > 0"
+                f"reg_covar={self.reg_covar!r} leaves a singular class covariance (a class with fewer "
+                f"distinct points than dim={self.dim}?); use reg_covar > 0"
             )
         cholesky = np.linalg.cholesky(self.covariances_)
         self._precisions = np.linalg.inv(self.covariances_)
@@ -219,5 +222,31 @@ class GLMLField(MetricField):
         r""":math:`M(x) = \gamma I + A_{\mathrm{opt}}(x)`, shape ``(..., dim, dim)``."""
         return self.gamma * np.eye(self.dim) + self._optimal_metric(self._check(base_point))
 
+    def smooth_field(self, centers=None, rho=1.0):
+        r"""Smooth form for geodesics: the GLML metrics at ``centers`` blended as in Hauberg et al.
+
+        .. math::
+            M_s(x) = \sum_r w_r(x)\, M(x_r), \qquad
+            w = \mathrm{softmax}_r\big(-\tfrac{\rho}{2} \|x - x_r\|^2_{M(x_r)}\big).
+
+        :math:`M` itself jumps across :math:`\det B(x) = 0`; the blend is
+        smooth (Hauberg, Freifeld & Black, Lemma 1), so it can become a
+        :class:`~riemlocal.manifold.LearnedMetricManifold`. It tends to the
+        nearest center's GLML metric as ``rho`` grows.
+
+        Parameters
+        ----------
+        centers : array-like of shape (n_centers, dim), default=None
+            Where the GLML metric is evaluated; ``None`` uses the training points.
+        rho : float, default=1.0
+            Sharpness of the blend (> 0).
+
+        Returns
+        -------
+        field : SmoothLocalField
+        """
+        centers = self.X if centers is None else check_points(centers, self.dim, "centers", min_ndim=2)
+        return SmoothLocalField(centers, self.metric_matrix(centers), rho)
+
     def __repr__(self):
-        return f"GLMLField(dim={self.dim}, n_classes={self.n_classes}, gamma={self.gamma!r}, alpha={self.alpha!r})"
+        return f"GLMLField(dim={self.dim}, n_classes={self.n_classes}, gamma={self.gamma!r}, reg_covar={self.reg_covar!r})"

@@ -5,6 +5,13 @@ Ramanan & Baker, Sec. II-D.2 (eq. 11--12): :math:`M(x)` is learned from the
 weight 1 on them and 0 elsewhere. Read at the test point (rule ``"test"``)
 this is the classic Lazy algorithm; read at training points (rule
 ``"train"``) it is online Per-exemplar, learning only the exemplars asked for.
+
+The field is piecewise constant: :math:`M` changes only where the set of the
+:math:`S` nearest training points changes. Along a segment :math:`x + \lambda d`
+the squared proximities :math:`\lambda^2 d^T P d + 2 \lambda d^T P (x - x_n) + \|x - x_n\|_P^2`
+share their :math:`\lambda^2` term, so the set changes where two *lines*
+:math:`b_n \lambda + c_n` cross; :meth:`LazyField.segment_cells` walks these
+crossings (a kinetic walk) and fits one metric per cell.
 """
 
 from collections import OrderedDict, namedtuple
@@ -14,9 +21,10 @@ from joblib import Parallel, delayed
 from sklearn.neighbors import NearestNeighbors
 from tqdm.auto import tqdm
 
-from ..learners import fit_local_metric
-from ..utils.validation import check_int, check_labels, check_n_jobs, check_points, check_spd
-from ._base import MetricField
+from ..learners import check_rank, fit_local_metric
+from ..utils.arrays import unique_rows
+from ..utils.validation import check_int, check_labels, check_n_jobs, check_points, check_positive, check_spd
+from ._base import MetricField, SegmentCells
 
 __all__ = ["LazyField"]
 
@@ -37,11 +45,12 @@ class LazyField(MetricField):
     trace-normalized). A neighbourhood holding a single class gets the
     (trace-normalized) proximity metric.
 
-    Results are cached per point, keyed by the bytes of its float64
-    coordinates, in a least-recently-used cache of ``cache_size`` entries.
     :math:`M(x)` depends on :math:`x` only through its neighbour set, so the
     field is piecewise constant (on order-:math:`S` Voronoi cells): it is not
-    smooth and its derivative is zero almost everywhere.
+    smooth and its derivative is zero almost everywhere. Fitted metrics are
+    cached per neighbour set (points of one cell share their fit) in a
+    least-recently-used cache of ``cache_size`` entries; both line rules are
+    exact (:meth:`segment_cells`).
 
     Parameters
     ----------
@@ -72,7 +81,7 @@ class LazyField(MetricField):
        New Algorithms, and an Evaluation", IEEE TPAMI 33(4), 2011, Sec. II-D.2.
     """
 
-    is_smooth = False
+    structure = "piecewise_constant"
 
     def __init__(
         self,
@@ -104,25 +113,95 @@ class LazyField(MetricField):
         self.learner, self.X, self.y = learner, X, y
         self.n_neighbors = int(min(n_neighbors, len(X)))
         self.proximity = proximity
-        self.rank, self.normalize, self.ridge = rank, normalize, ridge
+        self.rank, self.normalize, self.ridge = check_rank(rank), normalize, check_positive(ridge, "ridge", strict=False)
         self.cache_size, self.n_jobs, self.verbose = int(cache_size), check_n_jobs(n_jobs), verbose
+        self._origin = X.mean(axis=0)  # neighbours are searched in centered coordinates (stable at any offset)
         self._map = np.eye(self.dim) if proximity is None else np.linalg.cholesky(proximity)
-        self._index = NearestNeighbors(n_neighbors=self.n_neighbors).fit(X @ self._map)
+        self._index = NearestNeighbors(n_neighbors=self.n_neighbors).fit((X - self._origin) @ self._map)
         self._cache = OrderedDict()
         self._hits = self._misses = 0
+
+    def _mapped(self, points):
+        return (points - self._origin) @ self._map
 
     def neighbors(self, base_point):
         """Indices of the ``n_neighbors`` training points nearest to each point, shape ``(..., n_neighbors)``."""
         x = self._check(base_point)
         flat = x.reshape(-1, self.dim)
-        return self._index.kneighbors(flat @ self._map, return_distance=False).reshape(x.shape[:-1] + (-1,))
+        return self._index.kneighbors(self._mapped(flat), return_distance=False).reshape(x.shape[:-1] + (-1,))
 
     def metric_matrix(self, base_point):
-        x = np.ascontiguousarray(self._check(base_point))
-        flat = x.reshape(-1, self.dim)
-        keys = [row.tobytes() for row in flat]
+        x = self._check(base_point)
+        neighbour_sets = self.neighbors(x).reshape(-1, self.n_neighbors)
+        return self._fitted(neighbour_sets).reshape(x.shape + (self.dim,))
+
+    def segment_cells(self, start_point, end_point):
+        r"""Cells crossed by each segment, found by a kinetic walk over crossing lines.
+
+        Along :math:`x + \lambda d`, training point :math:`n` has the squared
+        proximity :math:`a \lambda^2 + b_n \lambda + c_n` with
+        :math:`b_n = 2 d^T P (x - x_n)` and :math:`c_n = \|x - x_n\|^2_P`
+        (computed from the differences :math:`x - x_n`). The :math:`S` nearest
+        are the :math:`S` lowest lines :math:`b_n \lambda + c_n`; the set changes
+        at the first crossing of a member by an outsider, i.e. where the
+        members' maximum meets the outsiders' minimum. Each distinct set is
+        fitted once (cached).
+        """
+        start, end = self._segments(start_point, end_point)
+        walks = [self._walk(x, y) for x, y in zip(start, end)]
+        pair = np.repeat(np.arange(len(walks)), [len(spans) for spans, _ in walks])
+        span = np.concatenate([spans for spans, _ in walks])
+        neighbour_sets, cell = unique_rows(np.sort(np.concatenate([sets for _, sets in walks]), axis=1))
+        return SegmentCells(pair, span, cell, self._fitted(neighbour_sets))
+
+    def _walk(self, x, y):
+        """Spans and neighbour sets, shape ``(m,)`` and ``(m, n_neighbors)``, of the pieces of ``x -> y``."""
+        n_samples, size = len(self.X), self.n_neighbors
+        if size == n_samples:
+            return np.ones(1), np.arange(n_samples)[None]
+        candidates = self._candidates(x, y)
+        if len(candidates) == size:  # no outsider can enter: one cell
+            return np.ones(1), candidates[None]
+        offsets = x - self.X[candidates]
+        steered = offsets if self.proximity is None else offsets @ self.proximity
+        slope, intercept = 2.0 * steered @ (y - x), np.einsum("ni,ni->n", steered, offsets)
+        member = np.zeros(len(candidates), dtype=bool)
+        member[np.lexsort((slope, intercept))[:size]] = True  # the S lowest lines just after 0
+        lam, spans, sets = 0.0, [], []
+        for _ in range(len(candidates) ** 2 + 2):  # every swap is a distinct crossing of two lines
+            inside, outside = np.flatnonzero(member), np.flatnonzero(~member)
+            closing = slope[inside, None] - slope[outside]  # > 0: the outsider gains on the member
+            with np.errstate(divide="ignore", invalid="ignore"):
+                meet = np.where(closing > 0, (intercept[outside] - intercept[inside, None]) / closing, np.inf)
+            event = np.argmin(meet)
+            when = max(meet.flat[event], lam)
+            if min(when, 1.0) > lam:
+                spans.append(min(when, 1.0) - lam)
+                sets.append(candidates[inside])
+            if when >= 1.0:
+                return np.array(spans), np.array(sets)
+            leaving, entering = np.unravel_index(event, meet.shape)
+            member[inside[leaving]], member[outside[entering]] = False, True
+            lam = when
+        raise RuntimeError("the kinetic walk of the S nearest points did not terminate; please report this input")
+
+    def _candidates(self, x, y):
+        r"""Training points that can be among the :math:`S` nearest somewhere on ``x -> y``.
+
+        With :math:`m` the midpoint and :math:`\rho` the distance of the
+        :math:`S`-th nearest point (1-Lipschitz), a point nearest at
+        :math:`p` lies within :math:`\rho(m) + \|d\|_P` of :math:`m`.
+        """
+        mapped = self._mapped(np.stack([0.5 * (x + y)]))
+        reach = self._index.kneighbors(mapped)[0][0, -1] + np.linalg.norm((y - x) @ self._map)
+        reach += 1e-8 * (reach + np.linalg.norm(mapped))  # the tree's rounding
+        return np.sort(self._index.radius_neighbors(mapped, reach, return_distance=False)[0])
+
+    def _fitted(self, neighbour_sets):
+        """Metrics learned on each neighbour set (rows of training indices), through the cache; ``(n, dim, dim)``."""
+        keys = [row.tobytes() for row in np.sort(neighbour_sets, axis=1)]
         found, missing = {}, {}
-        for key, row in zip(keys, flat):
+        for key, row in zip(keys, neighbour_sets):
             if key in found or key in missing:
                 continue
             if key in self._cache:
@@ -133,17 +212,16 @@ class LazyField(MetricField):
                 missing[key] = row
         if missing:
             self._misses += len(missing)
-            learned = dict(zip(missing, self._learn_at(np.array(list(missing.values())))))
+            learned = dict(zip(missing, self._learn(np.array(list(missing.values())))))
             self._store(learned)
             found.update(learned)
-        out = np.stack([found[key] for key in keys]) if keys else np.empty((0, self.dim, self.dim))
-        return out.reshape(x.shape + (self.dim,))
+        return np.stack([found[key] for key in keys]) if keys else np.empty((0, self.dim, self.dim))
 
-    def _learn_at(self, points):
-        neighbour_sets = self._index.kneighbors(points @ self._map, return_distance=False)
+    def _learn(self, neighbour_sets):
         options = dict(rank=self.rank, normalize=self.normalize, ridge=self.ridge, fallback=self.proximity)
-        n_tasks = len(points) if self.n_jobs in (None, 1) else min(len(points), 4 * abs(self.n_jobs) + 4)
-        batches = np.array_split(np.arange(len(points)), max(n_tasks, 1))
+        n_sets = len(neighbour_sets)
+        n_tasks = n_sets if self.n_jobs in (None, 1) else min(n_sets, 4 * abs(self.n_jobs) + 4)
+        batches = np.array_split(np.arange(n_sets), max(n_tasks, 1))
         results = Parallel(n_jobs=self.n_jobs, return_as="generator")(
             delayed(_learn)(self.learner, self.X, self.y, neighbour_sets[batch], options) for batch in batches
         )

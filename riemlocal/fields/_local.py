@@ -18,7 +18,8 @@ import numpy as np
 from scipy.special import logsumexp
 
 from ..utils.validation import check_points, check_positive, check_spd, solve_spd
-from ._base import MetricField
+from ._base import MetricField, SegmentCells
+from ._envelope import envelope_cells
 
 __all__ = ["NearestLocalField", "RBFLocalField", "SmoothLocalField"]
 
@@ -125,8 +126,9 @@ class NearestLocalField(_LocalField):
     Ramanan & Baker's nearest-neighbour interpolation (eq. 13) and, with
     ``proximity=None``, the anisotropic Voronoi cells of eq. 20--21. Per-class
     and per-exemplar metrics are this field with the training points as
-    centers. It is not smooth, so it has no geodesics; use the ``"line"``
-    rule of :mod:`riemlocal.distances`, which integrates it exactly.
+    centers. It is not smooth, so it has no geodesics; the ``"line"`` rules
+    of :mod:`riemlocal.distances` integrate it exactly, from the cells that
+    :meth:`segment_cells` finds by walking the lower envelope of parabolas.
 
     Parameters
     ----------
@@ -137,7 +139,7 @@ class NearestLocalField(_LocalField):
         Global metric defining nearness; ``None`` uses each center's own metric.
     """
 
-    is_smooth = False
+    structure = "piecewise_constant"
 
     def nearest_center(self, base_point):
         """Index of the active cell at each point, shape ``(...)``."""
@@ -149,6 +151,11 @@ class NearestLocalField(_LocalField):
 
     def metric_matrix(self, base_point):
         return self.metrics[self.nearest_center(base_point)]
+
+    def segment_cells(self, start_point, end_point):
+        """Cells crossed by each segment: the pieces of the lower envelope of the centers' parabolas."""
+        pair, cell, span = envelope_cells(self, *self._segments(start_point, end_point))
+        return SegmentCells(pair, span, cell, self.metrics)
 
     def metric_derivative(self, base_point):
         """Zero almost everywhere (undefined on cell boundaries)."""
@@ -208,13 +215,17 @@ class RBFLocalField(_LocalField):
             scores = np.einsum("nrd,nrd->nr", self._proximity_products(diff), diff)
         return _finite(logsumexp(-scores / self.sigma, axis=1).reshape(batch), "base_point")
 
-    def _map_chunks(self, fn, base_point, *vectors):
-        """Apply ``fn(x, *vectors)`` (at most one ``tangent_vec``) to flattened chunks and restore batch shapes."""
-        arrays = list(self._check_pair(*vectors, base_point))[::-1] if vectors else [self._check(base_point)]
-        shape = np.broadcast_shapes(*(a.shape for a in arrays))
+    def _map_chunks(self, fn, base_point, *vectors, names=("tangent_vec", "position_vec", "velocity_vec")):
+        """Apply ``fn(x, *vectors)`` to flattened chunks and restore batch shapes; ``names`` name the vectors."""
+        arrays = [self._check(base_point)] + [check_points(v, self.dim, name) for v, name in zip(vectors, names)]
+        try:
+            shape = np.broadcast_shapes(*(a.shape for a in arrays))
+        except ValueError:
+            shapes = [f"{name} of shape {a.shape}" for name, a in zip(names, arrays[1:])] + [f"base_point of shape {arrays[0].shape}"]
+            raise ValueError(f"{' and '.join(shapes)} do not broadcast together") from None
         if len(shape) == 2 and shape[0] * self.n_centers * self.dim <= _CHUNK_ELEMENTS:
             if all(a.shape == shape for a in arrays):  # the common case: skip the chunk bookkeeping
-                return _finite(fn(*arrays), "tangent_vec" if vectors else "base_point")
+                return _finite(fn(*arrays), names[0] if vectors else "base_point")
         flat = [np.broadcast_to(a, shape).reshape(-1, self.dim) for a in arrays]
         outputs = None
         for chunk in self._chunks(len(flat[0])):
@@ -224,7 +235,7 @@ class RBFLocalField(_LocalField):
             for store, part in zip(outputs, result):
                 store.append(part)
         merged = [np.concatenate(parts).reshape(shape[:-1] + parts[0].shape[1:]) for parts in outputs]
-        return _finite(merged[0] if len(merged) == 1 else tuple(merged), "tangent_vec" if vectors else "base_point")
+        return _finite(merged[0] if len(merged) == 1 else tuple(merged), names[0] if vectors else "base_point")
 
     def _blend_metric(self, weights):
         r""":math:`M = \sum_r w_r M_r`, shape ``(n, dim, dim)``."""
@@ -301,7 +312,7 @@ class RBFLocalField(_LocalField):
         parts = [self._segment_terms(nodes[start : start + size], hessian) for start in range(0, len(nodes), size)]
         merged = parts[0] if len(parts) == 1 else [np.concatenate(values) for values in zip(*parts)]
         shape = curves.shape[:-2] + (n_nodes - 1,)
-        return _finite(tuple(values.reshape(shape + values.shape[1:]) for values in merged), "curves")
+        return tuple(values.reshape(shape + values.shape[1:]) for values in merged)
 
     def _segment_terms(self, nodes, hessian):
         batch, n_nodes, dim = nodes.shape
@@ -335,6 +346,71 @@ class RBFLocalField(_LocalField):
 
     def geodesic_acceleration(self, tangent_vec, base_point):
         return self._map_chunks(lambda x, v: self._acceleration(v, x), base_point, tangent_vec)
+
+    def _slopes(self, weights, half_grad):
+        r"""Centered weight gradients :math:`c_r = g_r - \bar g`, shape ``(n, R, dim)``."""
+        return (-2.0 / self.sigma) * (half_grad - weights[:, None, :] @ half_grad)
+
+    def metric_second_derivative(self, base_point):
+        r"""Analytic :math:`\partial_k \partial_l M = \sum_r \partial_k \partial_l w_r\, M_r`.
+
+        With :math:`c_r = g_r - \bar g`, :math:`C = \sum_s w_s c_s c_s^T` and
+        :math:`\bar P = \sum_s w_s P_s`:
+        :math:`\partial_k \partial_l w_r = w_r [c_r c_r^T - C - \tfrac{2}{\sigma}(P_r - \bar P)]_{kl}`
+        (the last term vanishes for a global ``proximity``).
+        """
+
+        def second(x):
+            weights, half_grad = self._weights(x)
+            slopes = self._slopes(weights, half_grad)
+            outer = np.einsum("nrk,nrl->nrkl", slopes, slopes)
+            covariance = np.einsum("nr,nrkl->nkl", weights, outer)
+            metric = self._blend_metric(weights)
+            result = np.einsum("nr,nrkl,rij->nijkl", weights, outer, self.metrics)
+            result -= np.einsum("nkl,nij->nijkl", covariance, metric)
+            if self.proximity is None:
+                result -= (2.0 / self.sigma) * (
+                    np.einsum("nr,rkl,rij->nijkl", weights, self.metrics, self.metrics)
+                    - np.einsum("nkl,nij->nijkl", metric, metric)
+                )
+            return result
+
+        return self._map_chunks(second, base_point)
+
+    def _acceleration_derivative(self, x, v, delta, delta_v):
+        r"""Fused :meth:`acceleration_derivative` from the weights: :math:`O(R D^2)`, no :math:`D^4` tensor.
+
+        With :math:`q_r = v^T M_r v`, :math:`p_r = v^T M_r \delta v`, :math:`\kappa_r = c_r \cdot \delta x`,
+        :math:`\nu_r = c_r \cdot v`, :math:`\eta_r = c_r \cdot \delta v` and :math:`\tilde a_r = w_r (a_r - \bar a)`:
+        :math:`\tfrac12 [v^T \partial_l \partial_{\delta x} M v]_l = \tfrac12 \sum_r \tilde q_r (\kappa_r c_r - \tfrac{2}{\sigma} P_r \delta x)`,
+        :math:`(\partial_{\delta x} \partial_v M) v = \sum_r \widetilde{(\kappa\nu - \tfrac{2}{\sigma} \delta x^T P v)}_r M_r v`,
+        :math:`(\partial_{\delta x} M) a = \sum_r w_r \kappa_r M_r a`,
+        :math:`[v^T \partial_l M \delta v]_l = \sum_r \tilde p_r c_r`,
+        :math:`(\partial_v M) \delta v + (\partial_{\delta v} M) v = \sum_r w_r (\nu_r M_r \delta v + \eta_r M_r v)`.
+        """
+        weights, half_grad, local = self._blend(x, v)
+        metric = self._blend_metric(weights)
+        rhs = 0.5 * self._energy_terms(weights, half_grad, local, v)[1] - self._derivative_product(weights, half_grad, local, v)
+        acceleration = solve_spd(metric, rhs)
+        slopes = self._slopes(weights, half_grad)
+        kappa, nu, eta = ((slopes @ u[:, :, None])[..., 0] for u in (delta, v, delta_v))
+        spread = self._centered(weights, (local @ v[:, :, None])[..., 0])
+        first = 0.5 * ((spread * kappa)[:, None, :] @ slopes)[:, 0]
+        mixed = kappa * nu
+        if self.proximity is None:
+            local_delta = self._local_products(delta)
+            first -= (1.0 / self.sigma) * (spread[:, None, :] @ local_delta)[:, 0]
+            mixed = mixed - (2.0 / self.sigma) * (local_delta @ v[:, :, None])[..., 0]
+        second = (self._centered(weights, mixed)[:, None, :] @ local)[:, 0]
+        third = ((weights * kappa)[:, None, :] @ self._local_products(acceleration))[:, 0]
+        local_dv = self._local_products(delta_v)
+        cross = self._centered(weights, (local @ delta_v[:, :, None])[..., 0])
+        velocity = (cross[:, None, :] @ slopes)[:, 0] - ((weights * nu)[:, None, :] @ local_dv)[:, 0]
+        velocity -= ((weights * eta)[:, None, :] @ local)[:, 0]
+        return solve_spd(metric, first - second - third + velocity)
+
+    def acceleration_derivative(self, tangent_vec, base_point, position_vec, velocity_vec):
+        return self._map_chunks(self._acceleration_derivative, base_point, tangent_vec, position_vec, velocity_vec)
 
 
 class SmoothLocalField(RBFLocalField):

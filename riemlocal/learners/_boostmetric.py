@@ -27,8 +27,8 @@ class BoostMetric(MetricLearner):
     r"""Mahalanobis metric learned by boosting rank-one matrices (BoostMetric [1]_).
 
     Triplets :math:`(i, j, k)` pair every training point :math:`a_i` with each
-    of its ``n_neighbors`` *targets* :math:`a_j` (nearest points of its class)
-    and each of its ``n_neighbors`` *impostors* :math:`a_k` (nearest points of
+    of its ``n_targets`` *targets* :math:`a_j` (nearest points of its class)
+    and each of its ``n_targets`` *impostors* :math:`a_k` (nearest points of
     the other classes), both in the Euclidean metric, as in LMNN. With
 
     .. math::
@@ -65,7 +65,7 @@ class BoostMetric(MetricLearner):
         :math:`\lambda_{max}(\hat A)`.
     max_iter : int, default=500
         Maximum number :math:`J` of weak learners.
-    n_neighbors : int, default=3
+    n_targets : int, default=3
         Number of targets and of impostors per point (``k`` in [1]_).
     eigen_solver : {"auto", "arpack", "dense"}, default="auto"
         Top eigenpair of :math:`\hat A`: ``"arpack"`` runs Lanczos on a
@@ -118,10 +118,10 @@ class BoostMetric(MetricLearner):
     (13, 13)
     """
 
-    def __init__(self, nu=1e-7, *, max_iter=500, n_neighbors=3, eigen_solver="auto", tol=1e-8, verbose=False):
+    def __init__(self, nu=1e-7, *, max_iter=500, n_targets=3, eigen_solver="auto", tol=1e-8, verbose=False):
         self.nu = nu
         self.max_iter = max_iter
-        self.n_neighbors = n_neighbors
+        self.n_targets = n_targets
         self.eigen_solver = eigen_solver
         self.tol = tol
         self.verbose = verbose
@@ -145,7 +145,7 @@ class BoostMetric(MetricLearner):
         """
         nu = check_positive(self.nu, "nu", strict=False)
         max_iter = check_int(self.max_iter, "max_iter")
-        n_neighbors = check_int(self.n_neighbors, "n_neighbors")
+        n_targets = check_int(self.n_targets, "n_targets")
         check_option(self.eigen_solver, "eigen_solver", {"auto", "arpack", "dense"})
         tol = check_positive(self.tol, "tol")
         X, y = validate_data(self, X, y, ensure_min_samples=2)
@@ -153,7 +153,7 @@ class BoostMetric(MetricLearner):
         self.classes_, y = np.unique(y, return_inverse=True)
         weights = relative_weights(check_weights(sample_weight, X.shape[0]))
 
-        triplets = _Triplets(X, y, weights, n_neighbors)
+        triplets = _Triplets(X, y, weights, n_targets)
         self.n_triplets_ = triplets.size
         dim = X.shape[1]
         dense = self.eigen_solver == "dense" or (self.eigen_solver == "auto" and dim <= _DENSE_MAX_DIM)
@@ -202,14 +202,14 @@ class _Triplets:
     :math:`\hat A v` costs one product with each stack.
     """
 
-    def __init__(self, X, y, weights, n_neighbors):
+    def __init__(self, X, y, weights, k):
         active = np.flatnonzero(weights > 0)
         targets, impostors, target_index, impostor_index, triplet_weights = [], [], [], [], []
         n_targets = n_impostors = 0
         for label in np.unique(y[active]):
             members = active[y[active] == label]
             others = active[y[active] != label]
-            n_t, n_i = min(n_neighbors, members.size - 1), min(n_neighbors, others.size)
+            n_t, n_i = min(k, members.size - 1), min(k, others.size)
             if n_t < 1 or n_i < 1:
                 continue
             near = NearestNeighbors(n_neighbors=n_t).fit(X[members]).kneighbors(return_distance=False)

@@ -84,12 +84,13 @@ class LDAMetric(MetricLearner):
         plain (unbagged) :math:`\Sigma_B` of rank at most :math:`C - 1`.
     form : {"basis", "scatter"}, default="basis"
         Low-rank projector :math:`V_G^T V_G` or full-rank scatter metric.
-    normalize : bool, default=True
+    trace_to_dim : bool, default=True
         Scale the metric to :math:`\mathrm{tr}(M) = D` (``n_features_in_``),
         so that metrics fitted on different neighbourhoods are comparable and
         the Euclidean metric is its own normalized form. The paper uses unit
-        trace; the two differ by the common factor :math:`D`, which changes
-        no comparison between distances.
+        trace (``normalize`` of :func:`condition_metric`); the two differ by
+        the common factor :math:`D`, which changes no comparison between
+        distances.
 
     Attributes
     ----------
@@ -121,12 +122,12 @@ class LDAMetric(MetricLearner):
     2.0
     """
 
-    def __init__(self, n_components=None, *, reg=1.0, subsample=0.5, form="basis", normalize=True):
+    def __init__(self, n_components=None, *, reg=1.0, subsample=0.5, form="basis", trace_to_dim=True):
         self.n_components = n_components
         self.reg = reg
         self.subsample = subsample
         self.form = form
-        self.normalize = normalize
+        self.trace_to_dim = trace_to_dim
 
     def _check_params(self, n_features):
         check_positive(self.reg, "reg", strict=False)
@@ -190,10 +191,10 @@ class LDAMetric(MetricLearner):
             _, basis = scipy.linalg.eigh(between, regularized)
             orthonormal, _ = np.linalg.qr(basis[:, ::-1][:, :rank])
             components = orthonormal.T
-            if self.normalize:
+            if self.trace_to_dim:
                 components = components * np.sqrt(n_features / rank)
             return self._set_metric(components=components)
         metric = 0.5 * (metric + metric.T)
-        if self.normalize:
+        if self.trace_to_dim:
             metric = metric * (n_features / np.trace(metric))
         return self._set_metric(metric=metric)

@@ -33,7 +33,7 @@ _CANDIDATE_SLACK = 0.25
 _BLOCK_ENTRIES = 2**20
 
 
-def target_neighbors(Z, class_index, n_neighbors):
+def target_neighbors(Z, class_index, n_targets):
     """Same-class nearest neighbours of every point in the coordinates ``Z``.
 
     Returns ``targets`` of shape ``(n, k)`` (padded with the point itself) and
@@ -41,11 +41,11 @@ def target_neighbors(Z, class_index, n_neighbors):
     ``min(k, m - 1)`` targets.
     """
     n_samples = Z.shape[0]
-    targets = np.repeat(np.arange(n_samples)[:, None], n_neighbors, axis=1)
-    valid = np.zeros((n_samples, n_neighbors), dtype=bool)
+    targets = np.repeat(np.arange(n_samples)[:, None], n_targets, axis=1)
+    valid = np.zeros((n_samples, n_targets), dtype=bool)
     for c in np.unique(class_index):
         members = np.flatnonzero(class_index == c)
-        k = min(n_neighbors, len(members) - 1)
+        k = min(n_targets, len(members) - 1)
         if k == 0:
             continue
         index = NearestNeighbors(n_neighbors=k).fit(Z[members]).kneighbors(return_distance=False)
@@ -187,7 +187,7 @@ class LMNNMetric(MetricLearner):
              + \mu \sum_i w_i \sum_{j \in T(i)} \sum_{l: y_l \ne y_i}
                h\big(1 + \|L(x_i - x_j)\|^2 - \|L(x_i - x_l)\|^2\big),
 
-    with :math:`h(s) = \max(s, 0)`, the targets :math:`T(i)` the ``n_neighbors``
+    with :math:`h(s) = \max(s, 0)`, the targets :math:`T(i)` the ``n_targets``
     nearest same-class points in the initial metric, and the sample weights
     :math:`w_i` weighting every term anchored at :math:`i` (eq. LMNN of [2]_).
 
@@ -224,8 +224,8 @@ class LMNNMetric(MetricLearner):
 
     Parameters
     ----------
-    n_neighbors : int, default=3
-        Number :math:`k` of target neighbours per point.
+    n_targets : int, default=3
+        Number :math:`k` of target neighbours per point (metric-learn's ``n_neighbors``).
     n_components : int, default=None
         Rank of :math:`L` (rows); ``None``: ``n_features`` (or ``init.shape[0]``).
     push_weight : float, default=0.5
@@ -288,7 +288,7 @@ class LMNNMetric(MetricLearner):
 
     def __init__(
         self,
-        n_neighbors=3,
+        n_targets=3,
         *,
         n_components=None,
         push_weight=0.5,
@@ -299,7 +299,7 @@ class LMNNMetric(MetricLearner):
         random_state=None,
         verbose=False,
     ):
-        self.n_neighbors = n_neighbors
+        self.n_targets = n_targets
         self.n_components = n_components
         self.push_weight = push_weight
         self.init = init
@@ -310,7 +310,7 @@ class LMNNMetric(MetricLearner):
         self.verbose = verbose
 
     def _check_params(self):
-        for name in ("n_neighbors", "max_iter"):
+        for name in ("n_targets", "max_iter"):
             check_int(getattr(self, name), name)
         check_positive(self.tol, "tol", strict=False)
         mu = check_positive(self.push_weight, "push_weight", strict=False)
@@ -372,7 +372,7 @@ class LMNNMetric(MetricLearner):
         self.classes_, class_index = np.unique(y, return_inverse=True)
         n_classes = len(self.classes_)
         initial = self._initial_components(X, weights)
-        targets, valid = target_neighbors(X @ initial.T, class_index, self.n_neighbors)
+        targets, valid = target_neighbors(X @ initial.T, class_index, self.n_targets)
         shared = np.zeros(len(y), dtype=int)
         stages = [(shared, 1)] + ([(class_index, n_classes)] if self.per_class else [])
         factors = initial[None]

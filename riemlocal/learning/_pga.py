@@ -1,8 +1,11 @@
-r"""Principal geodesic analysis: tangent PCA at the Fréchet mean in the inner product :math:`M(\mu)`."""
+r"""Principal geodesic analysis: tangent PCA at the Fréchet mean in the inner product :math:`M(\mu)`, or exact PGA."""
 
 import numpy as np
+from scipy.optimize import minimize, minimize_scalar
 from sklearn.base import BaseEstimator, TransformerMixin
 from sklearn.utils.validation import check_array, check_is_fitted, validate_data
+
+from ..utils.validation import check_option
 
 from . import _tangent
 from ._frechet import FrechetMean
@@ -24,15 +27,35 @@ class PrincipalGeodesicAnalysis(TransformerMixin, BaseEstimator):
     geodesics are :math:`t \mapsto \mathrm{Exp}_\mu(t e_k)` (Hauberg et al.
     eq. 13).
 
+    **Exact PGA** (``method="exact"``; Sommer, Lauze, Hauberg & Nielsen
+    2010): component :math:`k` maximizes the variance of the projections onto
+    the geodesic subspace :math:`S_k = \mathrm{Exp}_\mu(\mathrm{span}(e_1, \dots, e_k))`,
+
+    .. math::
+        e_k = \arg\max_{\|e\|_{M(\mu)} = 1,\ e \perp e_{<k}} \sum_i d^2\big(\mu, \pi_{S_k}(x_i)\big),
+        \qquad \pi_{S}(x) = \mathrm{Exp}_\mu(E a^*), \quad a^* = \arg\min_a d^2(\mathrm{Exp}_\mu(E a), x),
+
+    where :math:`d(\mu, \mathrm{Exp}_\mu(E a)) = |a|` for the orthonormal
+    :math:`E = [e_1, \dots, e_k]`. The projections are found by Gauss--Newton
+    with the exact gradient :math:`-2 (\partial_v \mathrm{Exp}\, E)^T M r`
+    (Jacobi fields, ``space.metric.jacobi_field``; a LearnedMetricManifold),
+    the direction :math:`e_k` by Nelder--Mead over the unit sphere of the
+    complement, started at the tangent-PCA direction. Far more expensive than
+    the tangent approximation, which stays the default.
+
     Parameters
     ----------
     space : geomstats-style space
         See :class:`FrechetMean`.
     n_components : int, default=None
         Components kept; ``None`` keeps ``min(n_samples, dim)``.
+    method : {"tangent", "exact"}, default="tangent"
+        Tangent PCA at the mean (Fletcher et al. 2004) or exact PGA (Sommer et al. 2010).
     max_iter, tol, n_jobs, verbose
         Passed to :class:`FrechetMean`; ``n_jobs`` also splits the Log and
-        Exp batches of ``transform`` / ``inverse_transform``.
+        Exp batches of ``transform`` / ``inverse_transform``. Exact PGA also
+        uses ``tol`` for its projections and directions (Brent's tolerance on
+        the direction is :math:`0.1 \sqrt{\text{tol}}`) and ``max_iter`` for Nelder--Mead.
 
     Attributes
     ----------
@@ -46,7 +69,8 @@ class PrincipalGeodesicAnalysis(TransformerMixin, BaseEstimator):
         decreasing variance; each sign is fixed so that the largest entry
         of :math:`u_k` is positive.
     explained_variance_ : ndarray of shape (n_components,)
-        :math:`\lambda_k`.
+        :math:`\lambda_k`; for exact PGA the increase of the projected variance
+        :math:`\frac{1}{n-1}\sum_i d^2(\mu, \pi_{S_k}(x_i))` from :math:`S_{k-1}` to :math:`S_k`.
     explained_variance_ratio_ : ndarray of shape (n_components,)
         :math:`\lambda_k / \sum_j \lambda_j` (over all ``dim`` eigenvalues).
     n_iter_ : int
@@ -58,13 +82,17 @@ class PrincipalGeodesicAnalysis(TransformerMixin, BaseEstimator):
     .. [1] P. T. Fletcher, C. Lu, S. M. Pizer and S. Joshi, "Principal
        geodesic analysis for the study of nonlinear statistics of shape",
        IEEE TMI 23(8), 2004.
+    .. [3] S. Sommer, F. Lauze, S. Hauberg and M. Nielsen, "Manifold valued
+       statistics, exact principal geodesic analysis and the effect of linear
+       approximations", ECCV 2010.
     .. [2] S. Hauberg, O. Freifeld and M. J. Black, "A geometric take on
        metric learning", NIPS 2012, sec. 3.1.1.
     """
 
-    def __init__(self, space, n_components=None, *, max_iter=100, tol=1e-5, n_jobs=None, verbose=False):
+    def __init__(self, space, n_components=None, *, method="tangent", max_iter=100, tol=1e-5, n_jobs=None, verbose=False):
         self.space = space
         self.n_components = n_components
+        self.method = method
         self.max_iter = max_iter
         self.tol = tol
         self.n_jobs = n_jobs
@@ -77,9 +105,15 @@ class PrincipalGeodesicAnalysis(TransformerMixin, BaseEstimator):
 
     def fit_transform(self, X, y=None):
         """Fit and return the tangent coordinates of ``X`` (one batch of Log maps)."""
-        return self._fit(X) @ self.metric_matrix_ @ self.components_.T
+        logs = self._fit(X)
+        if self.method == "exact":
+            return self._project(logs @ self.metric_matrix_ @ self.components_.T, self.components_, X)
+        return logs @ self.metric_matrix_ @ self.components_.T
 
     def _fit(self, X):
+        method = check_option(self.method, "method", ("tangent", "exact"))
+        if method == "exact" and not callable(getattr(self.space.metric, "jacobi_field", None)):
+            raise ValueError("method='exact' needs space.metric.jacobi_field (a LearnedMetricManifold)")
         X = validate_data(self, X, dtype=float, ensure_min_samples=2)
         n_samples, dim = X.shape
         n_components = min(n_samples, dim) if self.n_components is None else self.n_components
@@ -102,13 +136,104 @@ class PrincipalGeodesicAnalysis(TransformerMixin, BaseEstimator):
         self.explained_variance_ = eigvals[:n_components]
         self.explained_variance_ratio_ = self.explained_variance_ / max(eigvals.sum(), np.finfo(float).tiny)
         self.n_components_ = n_components
+        if method == "exact":
+            self._fit_exact(X, logs, eigvals.sum())
         return logs
 
+    def _fit_exact(self, X, logs, total_variance):
+        """Replace the tangent components by the exact principal geodesic directions, one at a time."""
+        n_samples, dim = X.shape
+        basis, variances, previous = [], [], 0.0
+        for k in range(self.n_components_):
+            frame = self._frame(basis, self.components_[k])
+            warm = [logs @ self.metric_matrix_ @ np.array(basis + [frame[0]]).T]
+
+            def negative_variance(w, frame=frame, warm=warm):
+                direction = frame[0] + w @ frame[1:]
+                direction = direction / np.sqrt(direction @ self.metric_matrix_ @ direction)
+                components = np.array(basis + [direction])
+                warm[0] = self._project(warm[0], components, X)
+                return -np.sum(warm[0] ** 2) / (n_samples - 1), direction
+
+            if dim - k == 1:
+                w = np.zeros(0)
+            elif dim - k == 2:
+                # within +-27 degrees of the tangent direction; the variance is flat (quadratic) at its maximum
+                options = dict(xatol=np.sqrt(self.tol) * 0.1)
+                result = minimize_scalar(lambda w: negative_variance(np.array([w]))[0], bounds=(-0.5, 0.5), method="bounded", options=options)
+                w = np.array([result.x])
+            else:
+                simplex = np.vstack([np.zeros(dim - k - 1), 0.1 * np.eye(dim - k - 1)])
+                options = dict(initial_simplex=simplex, xatol=self.tol, fatol=self.tol * 1e-3, maxiter=self.max_iter)
+                w = minimize(lambda w: negative_variance(w)[0], np.zeros(dim - k - 1), method="Nelder-Mead", options=options).x
+            value, direction = negative_variance(w)
+            basis.append(direction)
+            variances.append(-value - previous)
+            previous = -value
+        self.components_ = np.array(basis)
+        self.explained_variance_ = np.array(variances)
+        self.explained_variance_ratio_ = self.explained_variance_ / max(total_variance, np.finfo(float).tiny)
+
+    def _frame(self, basis, direction):
+        r"""Rows orthonormal in :math:`M(\mu)` spanning the complement of ``basis``, the first along ``direction`` projected on it."""
+        factor = np.linalg.cholesky(self.metric_matrix_)  # whitened coordinates y = L^T x
+        dim = len(factor)
+        complement = np.linalg.svd(np.array(basis) @ factor)[2][len(basis) :] if basis else np.eye(dim)
+        first = complement.T @ (complement @ (factor.T @ direction))
+        first /= np.linalg.norm(first)
+        rest = complement - np.outer(complement @ first, first)
+        rest = np.linalg.svd(rest)[2][: len(complement) - 1] if len(complement) > 1 else np.zeros((0, dim))
+        return np.linalg.solve(factor.T, np.vstack([first, rest]).T).T
+
+    def _project(self, coordinates, components, X, max_iter=50):
+        r"""Coordinates :math:`a^*_i` of the closest points :math:`\mathrm{Exp}_\mu(E a)` to ``X`` (batched Gauss--Newton).
+
+        Starts from ``coordinates``; the step solves
+        :math:`\min_\delta \|r_i - B_i E \delta\|^2_{M(\hat x_i)}` with the Jacobi fields
+        :math:`B_i E = \partial_v \mathrm{Exp}_\mu(E a_i)\, E`, halving it per point until :math:`d^2` decreases.
+        A point stops when its Gauss--Newton decrement is below ``tol**2`` times :math:`d^2` or
+        after four rejected halvings (the Log residuals resolve no further descent).
+        """
+
+        def evaluate(a, points_x):
+            points = _tangent.exp(self.space, a @ components, self.mean_, self.n_jobs)
+            residuals = _tangent.log(self.space, points_x, points, self.n_jobs)
+            metrics = _tangent.metric_matrix(self.space, points)
+            return _tangent.squared_norm(residuals, metrics), residuals, metrics
+
+        a = np.array(coordinates, dtype=float)
+        value, residuals, metrics = evaluate(a, X)
+        steps, active = np.ones(len(a)), np.ones(len(a), dtype=bool)
+        for _ in range(max_iter):
+            rows = np.flatnonzero(active)
+            if not len(rows):
+                break
+            jacobians = _tangent.exp_derivative(self.space, a[rows] @ components, self.mean_, components, self.n_jobs)
+            weighted = metrics[rows] @ jacobians
+            gradient = np.einsum("nde,nd->ne", weighted, residuals[rows])
+            delta = np.linalg.solve(np.einsum("ndk,ndl->nkl", jacobians, weighted), gradient[..., None])[..., 0]
+            converged = np.einsum("nk,nk->n", gradient, delta) <= self.tol**2 * value[rows]
+            trial = a[rows] + steps[rows, None] * delta
+            new_value, new_residuals, new_metrics = evaluate(trial, X[rows])
+            better = (new_value <= value[rows]) & ~converged
+            accepted = rows[better]
+            a[accepted], value[accepted], residuals[accepted], metrics[accepted] = (
+                trial[better], new_value[better], new_residuals[better], new_metrics[better]
+            )
+            steps[rows] = np.where(better, 1.0, 0.5 * steps[rows])
+            active[rows[converged | (steps[rows] < 0.1)]] = False
+        return a
+
     def transform(self, X):
-        r"""Tangent coordinates :math:`\langle e_k, \mathrm{Log}_\mu(x)\rangle_{M(\mu)}`, shape (n_samples, n_components)."""
+        r"""Coordinates, shape (n_samples, n_components).
+
+        Tangent PCA: :math:`\langle e_k, \mathrm{Log}_\mu(x)\rangle_{M(\mu)}`; exact PGA: the
+        coordinates :math:`a^*` of the closest point :math:`\mathrm{Exp}_\mu(E a^*)` of the principal geodesic subspace.
+        """
         check_is_fitted(self)
         X = validate_data(self, X, dtype=float, reset=False)
-        return _tangent.log(self.space, X, self.mean_, self.n_jobs) @ self.metric_matrix_ @ self.components_.T
+        tangent = _tangent.log(self.space, X, self.mean_, self.n_jobs) @ self.metric_matrix_ @ self.components_.T
+        return self._project(tangent, self.components_, X) if self.method == "exact" else tangent
 
     def inverse_transform(self, X):
         r"""Points :math:`\mathrm{Exp}_\mu(\sum_k a_k e_k)` from coordinates ``X`` of shape (n_samples, n_components)."""

@@ -14,7 +14,7 @@ from joblib import effective_n_jobs
 from ..utils.parallel import parallel_map
 from ..utils.validation import check_n_jobs
 
-__all__ = ["point_dim", "log", "exp", "metric_matrix", "squared_norm"]
+__all__ = ["point_dim", "log", "exp", "exp_differential", "exp_derivative", "metric_matrix", "squared_norm", "squared_dist"]
 
 
 def point_dim(space):
@@ -57,6 +57,34 @@ def exp(space, tangent_vecs, base_point, n_jobs=None):
     return _map(space.metric.exp, [tangent_vecs, base_point], [], n_jobs)
 
 
+def exp_differential(space, tangent_vecs, base_points, n_jobs=None):
+    r"""Jacobians of :math:`\mathrm{Exp}_{b_i}(v_i)` in :math:`v_i` and in :math:`b_i`, each ``(n, D, D)``.
+
+    ``None`` when ``space.metric`` has no ``exp_differential`` (geomstats' own spaces).
+    """
+    function = getattr(space.metric, "exp_differential", None)
+    if function is None:
+        return None
+    both = _map(lambda v, b: np.stack(function(v, b), axis=1), [tangent_vecs, base_points], [], n_jobs)
+    return both[:, 0], both[:, 1]
+
+
+def exp_derivative(space, tangent_vecs, base_point, directions, n_jobs=None):
+    r""":math:`\partial_v \mathrm{Exp}_b(v_i)\, e_k` for ``tangent_vecs`` (n, D), one ``base_point`` and ``directions`` (K, D).
+
+    Jacobi fields with :math:`J(0) = 0`, :math:`J'(0) = e_k` (``space.metric.jacobi_field``); shape (n, D, K).
+    """
+    n_samples, n_directions = len(tangent_vecs), len(directions)
+    vectors = np.repeat(tangent_vecs, n_directions, axis=0)
+    starts = np.tile(directions, (n_samples, 1))
+
+    def jacobi(v, w):
+        return space.metric.jacobi_field(v, base_point, np.zeros_like(v), w)
+
+    fields = _map(jacobi, [vectors, starts], [], n_jobs)
+    return fields.reshape(n_samples, n_directions, -1).transpose(0, 2, 1)
+
+
 def metric_matrix(space, base_point):
     """Metric :math:`M(b)` of shape ``(..., D, D)``, symmetrized."""
     matrix = np.asarray(space.metric.metric_matrix(base_point), dtype=float)
@@ -66,3 +94,8 @@ def metric_matrix(space, base_point):
 def squared_norm(tangent_vecs, matrix):
     """:math:`v^T M v` for ``tangent_vecs`` (..., D) and ``matrix`` (..., D, D)."""
     return np.einsum("...i,...ij,...j->...", tangent_vecs, matrix, tangent_vecs)
+
+
+def squared_dist(space, points_a, points_b, n_jobs=None):
+    """Squared geodesic distances between paired rows of ``points_a`` and ``points_b`` (n, D)."""
+    return _map(space.metric.squared_dist, [points_a, points_b], [], n_jobs)

@@ -1,46 +1,40 @@
-r"""Where and when local metrics are learned (Ramanan & Baker, Sec. II-C and II-D).
-
-:class:`LocalMetrics` fits one Mahalanobis metric per *region* with a
-learner (the *how*) and turns them into metric tensor fields:
-
-===============  ==============================================  ==========================
-``where``        sample weights of the local fit                 centers of the field
-===============  ==============================================  ==========================
-``"global"``     all points (Global, eq. 5)                      one center
-``"class"``      class :math:`j` and its neighbours (eq. 6--8)   every training point
-``"exemplar"``   the :math:`S` nearest neighbours (eq. 9)        every training point
-``"reference"``  RBF weights :math:`w_{ij}` (eq. 15)             :math:`R` random points
-===============  ==============================================  ==========================
-
-The *Lazy* metric learned at the query point is
-:class:`riemlocal.fields.LazyField`; it shares :func:`fit_local_metric`.
-Which distance is read from a field is the job of the rule (``"test"``,
-``"train"``, ``"line"``, ...) in :mod:`riemlocal.distances`, so Global,
-Per-class, Per-exemplar, Lazy, Interpolated and Line-integral are fields
-times rules, not separate code paths.
-"""
+"""The :class:`LocalMetrics` estimator: a global metric, regions, one local fit per region."""
 
 import numpy as np
 from joblib import Parallel, delayed
-from scipy.special import softmax
 from sklearn.base import BaseEstimator, clone
-from sklearn.neighbors import NearestNeighbors
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 from tqdm.auto import tqdm
 
-from .fields import ConstantField, NearestLocalField, RBFLocalField, SmoothLocalField
-from .learners import LDAMetric, check_rank, condition_metric, fit_local_metric
-from .utils.validation import check_int, check_labels, check_n_jobs, check_option, check_positive, check_random_state
+from ..fields import ConstantField, NearestLocalField, RBFLocalField, SmoothLocalField
+from ..learners import LDAMetric, check_rank, condition_metric, fit_local_metric
+from ..utils.validation import check_int, check_labels, check_n_jobs, check_option, check_positive, check_random_state
+from ._regions import auto_bandwidth, class_weights, leave_one_out_smoothing, neighbourhoods, reference_weights
 
-__all__ = ["LocalMetrics", "fit_local_metric", "condition_metric"]
+__all__ = ["LocalMetrics", "default_learner", "validate_classes", "PLACEMENTS", "NEIGHBOURHOOD_SIZES", "PROXIMITIES"]
 
-_WHERE = {"global", "class", "exemplar", "reference"}
+#: names accepted by ``LocalMetrics(where=...)``
+PLACEMENTS = ("global", "class", "exemplar", "reference")
+#: ``n_local="auto"``: neighbourhood size per placement (``"lazy"``: S of a LazyField)
+NEIGHBOURHOOD_SIZES = {"class": 20, "exemplar": 50, "lazy": 50}
+#: nearness of a nearest-center field: the global metric (eq. 13) or each center's own (eq. 21)
+PROXIMITIES = ("global", "own")
 
 
 def default_learner():
     """The default *how*: regularized LDA (Ramanan & Baker's best local learner)."""
     return LDAMetric()
+
+
+def validate_classes(estimator, X, y):
+    """Validate labelled data for ``estimator``, set its ``classes_`` (at least 2); return ``X`` and class indices."""
+    X, y = validate_data(estimator, X, y, ensure_min_samples=2)
+    check_classification_targets(check_labels(y))
+    estimator.classes_, y_index = np.unique(y, return_inverse=True)
+    if len(estimator.classes_) < 2:
+        raise ValueError(f"y must hold at least 2 classes to learn a metric, got {len(estimator.classes_)} class")
+    return X, y_index
 
 
 class LocalMetrics(BaseEstimator):
@@ -53,14 +47,14 @@ class LocalMetrics(BaseEstimator):
 
     * ``"global"`` -- only :math:`M_G` (eq. 5).
     * ``"class"`` -- metric :math:`M_j` per class from class :math:`j` and the
-      ``n_neighbors`` nearest neighbours of its members (so LDA sees the
+      ``n_local`` nearest neighbours of its members (so LDA sees the
       classes it must be told apart from; its rank is the number of those
       classes). A learner with a ``per_class`` parameter (LMNN) instead
       learns all :math:`M_j` jointly (eq. 8); they are then comparable and
       not trace-normalized. Field centers are the training points, each
       carrying its class metric, so the ``"train"`` rule gives eq. 7.
     * ``"exemplar"`` -- one metric per training point from its
-      ``n_neighbors`` nearest neighbours, all learned *offline* (eq. 9--10;
+      ``n_local`` nearest neighbours, all learned *offline* (eq. 9--10;
       Ramanan & Baker's "small DB only" cell). The *online* per-exemplar
       variant learns only the metrics of shortlisted exemplars: use a
       :class:`~riemlocal.fields.LazyField` with the ``"train"`` rule.
@@ -87,8 +81,9 @@ class LocalMetrics(BaseEstimator):
     where : {"global", "class", "exemplar", "reference"}, default="class"
     global_learner : estimator, default=None
         Learner of :math:`M_G`; ``None`` uses ``learner``.
-    n_neighbors : int or "auto", default="auto"
-        Neighbourhood size: ``"auto"`` is 20 for ``"class"`` (the paper's
+    n_local : int or "auto", default="auto"
+        Neighbourhood size :math:`S` of the local fits: ``"auto"`` is
+        ``NEIGHBOURHOOD_SIZES[where]``, 20 for ``"class"`` (the paper's
         shortlist size: the points a class competes with) and 50 for
         ``"exemplar"`` (Ramanan & Baker's S).
     n_references : int, default=50
@@ -96,13 +91,13 @@ class LocalMetrics(BaseEstimator):
     sigma : float or "auto", default="auto"
         RBF temperature of eq. 15 in squared global distance units;
         ``"auto"`` is the median squared distance of the training points to
-        their nearest reference.
+        their nearest reference other than themselves (:func:`auto_bandwidth`).
     cv_smoothing : bool, default=True
         Apply eq. 16 to the reference metrics.
     rank : "auto", int or None, default="auto"
         Rank passed to learners with ``n_components``, see :func:`fit_local_metric`.
     normalize : bool, default=True
-        Trace-normalize independently learned local metrics.
+        Scale independently learned local metrics to unit trace.
     ridge : float, default=1e-6
         Relative ridge making the metrics positive definite (:func:`condition_metric`).
     n_jobs : int, default=None
@@ -149,7 +144,7 @@ class LocalMetrics(BaseEstimator):
         *,
         where="class",
         global_learner=None,
-        n_neighbors="auto",
+        n_local="auto",
         n_references=50,
         sigma="auto",
         cv_smoothing=True,
@@ -163,7 +158,7 @@ class LocalMetrics(BaseEstimator):
         self.learner = learner
         self.where = where
         self.global_learner = global_learner
-        self.n_neighbors = n_neighbors
+        self.n_local = n_local
         self.n_references = n_references
         self.sigma = sigma
         self.cv_smoothing = cv_smoothing
@@ -186,90 +181,67 @@ class LocalMetrics(BaseEstimator):
         -------
         self : LocalMetrics
         """
-        check_option(self.where, "where", _WHERE)
+        check_option(self.where, "where", PLACEMENTS)
         check_rank(self.rank)
         check_positive(self.ridge, "ridge", strict=False)
         check_n_jobs(self.n_jobs)
         check_random_state(self.random_state)
-        X, y = validate_data(self, X, y, ensure_min_samples=2)
-        check_classification_targets(check_labels(y))
-        self.classes_, y = np.unique(y, return_inverse=True)
-        if len(self.classes_) < 2:
-            raise ValueError(f"y must hold at least 2 classes to learn a metric, got {len(self.classes_)} class")
+        X, y = validate_classes(self, X, y)
         learner = default_learner() if self.learner is None else self.learner
         global_learner = learner if self.global_learner is None else self.global_learner
         self.global_metric_ = condition_metric(clone(global_learner).fit(X, y).metric_, normalize=False, ridge=self.ridge)
-        self._X, self._y, self._learner = X, y, learner
-        self._global_map = np.linalg.cholesky(self.global_metric_)  # |(a - b) @ C|^2 = d_G(a, b)
-        getattr(self, f"_fit_{self.where}")(X, y)
-        del self._X, self._y, self._learner
+        mapped = X @ np.linalg.cholesky(self.global_metric_)  # |z_a - z_b|^2 = d_G(a, b)
+        getattr(self, f"_fit_{self.where}")(learner, X, y, mapped)
         return self
 
-    # -- placements -------------------------------------------------------------------------------
+    # -- placements: each sets centers_ and metrics_ ---------------------------------------------
 
-    def _fit_global(self, X, y):
+    def _fit_global(self, learner, X, y, mapped):
         self.centers_ = X.mean(axis=0, keepdims=True)
         self.metrics_ = self.global_metric_[None]
 
-    def _neighbourhoods(self, n_neighbors):
-        """Indices of the ``n_neighbors`` global-metric nearest neighbours of every sample (self included)."""
-        mapped = self._X @ self._global_map
-        n_neighbors = min(n_neighbors, len(mapped))
-        return NearestNeighbors(n_neighbors=n_neighbors).fit(mapped).kneighbors(mapped, return_distance=False)
-
-    def _resolved_neighbors(self, auto):
-        return auto if self.n_neighbors == "auto" else check_int(self.n_neighbors, "n_neighbors")
-
-    def _fit_class(self, X, y):
-        learner = self._learner
-        if "per_class" in learner.get_params(deep=False):
+    def _fit_class(self, learner, X, y, mapped):
+        if "per_class" in learner.get_params(deep=False):  # joint per-class learner (LMNN, eq. 8)
             joint = clone(learner).set_params(per_class=True).fit(X, y)
             metrics = [condition_metric(m, normalize=False, ridge=self.ridge) for m in joint.metrics_]
         else:
-            neighbours = self._neighbourhoods(self._resolved_neighbors(20))
-            weights = []
-            for label in range(len(self.classes_)):
-                w = np.zeros(len(X))
-                w[neighbours[y == label].ravel()] = 1.0
-                weights.append(w)
-            metrics = self._fit_local(weights)
+            neighbours = neighbourhoods(mapped, self._neighbourhood_size())
+            metrics = self._fit_local(learner, X, y, class_weights(neighbours, y, len(self.classes_)))
         self.class_metrics_ = np.stack(metrics)
         self.centers_ = X
         self.metrics_ = self.class_metrics_[y]
 
-    def _fit_exemplar(self, X, y):
-        neighbours = self._neighbourhoods(self._resolved_neighbors(50))
+    def _fit_exemplar(self, learner, X, y, mapped):
+        neighbours = neighbourhoods(mapped, self._neighbourhood_size())
         self.centers_ = X
-        self.metrics_ = np.stack(self._fit_local(neighbours, subsets=True))
+        self.metrics_ = np.stack(self._fit_local(learner, X, y, neighbours, subsets=True))
 
-    def _fit_reference(self, X, y):
+    def _fit_reference(self, learner, X, y, mapped):
         n_references = min(check_int(self.n_references, "n_references"), len(X))
         rng = check_random_state(self.random_state)
         self.reference_indices_ = np.sort(rng.choice(len(X), size=n_references, replace=False))
-        mapped = X @ self._global_map
-        sq_dist = ((mapped[:, None, :] - mapped[self.reference_indices_]) ** 2).sum(-1)  # (n, R)
         if self.sigma == "auto":
-            self.sigma_ = float(max(np.median(sq_dist.min(axis=1)), np.finfo(float).tiny))
+            self.sigma_ = auto_bandwidth(mapped, self.reference_indices_)
         else:
             self.sigma_ = check_positive(self.sigma, "sigma")
-        weights = softmax(-sq_dist / self.sigma_, axis=1)  # w_ij, eq. 15
-        metrics = np.stack(self._fit_local(list(weights.T)))
+        sq_distances = ((mapped[:, None, :] - mapped[self.reference_indices_]) ** 2).sum(-1)  # (n, R)
+        weights = reference_weights(sq_distances, self.sigma_)
+        metrics = np.stack(self._fit_local(learner, X, y, list(weights.T)))
         if self.cv_smoothing and n_references > 1:
-            between = sq_dist[self.reference_indices_]  # (R, R)
-            np.fill_diagonal(between, np.inf)  # leave the reference itself out (eq. 16)
-            metrics = np.einsum("ji,idk->jdk", softmax(-between / self.sigma_, axis=1), metrics)
+            metrics = leave_one_out_smoothing(metrics, sq_distances[self.reference_indices_], self.sigma_)
         self.centers_ = X[self.reference_indices_]
         self.metrics_ = metrics
 
-    def _fit_local(self, regions, subsets=False):
+    def _neighbourhood_size(self):
+        return NEIGHBOURHOOD_SIZES[self.where] if self.n_local == "auto" else check_int(self.n_local, "n_local")
+
+    def _fit_local(self, learner, X, y, regions, subsets=False):
         """Fit one metric per region: weight vectors, or index subsets when ``subsets``."""
-        X, y = self._X, self._y
-        fallback = self.global_metric_
-        options = dict(rank=self.rank, normalize=self.normalize, ridge=self.ridge, fallback=fallback)
+        options = dict(rank=self.rank, normalize=self.normalize, ridge=self.ridge, fallback=self.global_metric_)
         if subsets:
-            tasks = (delayed(fit_local_metric)(self._learner, X[idx], y[idx], None, **options) for idx in regions)
+            tasks = (delayed(fit_local_metric)(learner, X[idx], y[idx], None, **options) for idx in regions)
         else:
-            tasks = (delayed(fit_local_metric)(self._learner, X, y, w, **options) for w in regions)
+            tasks = (delayed(fit_local_metric)(learner, X, y, w, **options) for w in regions)
         results = Parallel(n_jobs=self.n_jobs, return_as="generator")(tasks)
         return list(tqdm(results, total=len(regions), disable=not self.verbose, desc=f"local metrics ({self.where})"))
 
@@ -294,7 +266,7 @@ class LocalMetrics(BaseEstimator):
         -------
         field : NearestLocalField, or ConstantField for ``where="global"``
         """
-        check_option(proximity, "proximity", {"global", "own"})
+        check_option(proximity, "proximity", PROXIMITIES)
         return self._field_or_constant(
             lambda: NearestLocalField(
                 self.centers_, self.metrics_, self.global_metric_ if proximity == "global" else None
@@ -307,8 +279,9 @@ class LocalMetrics(BaseEstimator):
         Parameters
         ----------
         sigma : float, default=None
-            Temperature; ``None`` uses ``sigma_`` (reference placement) or the
-            median squared global distance between a center and its nearest other center.
+            Temperature; ``None`` uses ``sigma_`` (reference placement) or
+            :func:`auto_bandwidth` of the centers (the median squared global
+            distance between a center and its nearest other center).
 
         Returns
         -------
@@ -324,8 +297,7 @@ class LocalMetrics(BaseEstimator):
         if hasattr(self, "sigma_"):
             return self.sigma_
         mapped = self.centers_ @ np.linalg.cholesky(self.global_metric_)
-        distances = NearestNeighbors(n_neighbors=2).fit(mapped).kneighbors(mapped)[0][:, 1]
-        return float(max(np.median(distances**2), np.finfo(float).tiny))
+        return auto_bandwidth(mapped, np.arange(len(mapped)))
 
     def smooth_field(self, rho=1.0):
         """Hauberg et al.'s smooth field, each center's own metric as proximity.

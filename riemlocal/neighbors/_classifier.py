@@ -1,98 +1,30 @@
-r"""Nearest-neighbour classification with local metrics (Ramanan & Baker, Sec. III-A).
-
-A global metric shortlists candidates with a KD-tree; a local metric field,
-read through a distance rule, re-ranks them; a vote (KNN) or the
-class-conditional rule (CCKNN) decides.
-"""
-
+"""The k-NN classifier with local metrics, composed of a field, a shortlist, a rule and a decision."""
 
 import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin
-from sklearn.neighbors import NearestNeighbors
 from sklearn.utils.metaestimators import available_if
-from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from .distances import distance
-from .fields import LazyField
-from .placement import LocalMetrics, default_learner
-from .utils.validation import check_int, check_labels, check_n_jobs, check_option, check_points, check_positive
+from ..distances import distance
+from ..placement import default_learner, place_field, validate_classes
+from ..utils.validation import check_int, check_n_jobs, check_option, check_positive
+from ._decision import DECISIONS, ccknn_scores, knn_votes
+from ._shortlist import GlobalShortlist
+from ._taxonomy import check_where_rule
 
-__all__ = ["LocalMetricKNN", "ccknn_scores", "ccknn_predict"]
-
-_WHERE = {"global", "class", "exemplar", "reference", "lazy"}
-_RULES = {"test", "train", "line", "line_length", "geodesic"}
-_INTERPOLATION = {"nearest", "rbf", "smooth"}
-_DECISIONS = {"knn", "ccknn"}
-
-
-def ccknn_scores(distances_sq, y_train, n_neighbors, classes=None):
-    r"""Class-conditional KNN scores: per class, the sum of the ``n_neighbors`` smallest squared distances.
-
-    .. math::
-        s_C(z) = \sum_{j=1}^{k} \|z - NN^C_j(z)\|^2,
-
-    eq. (14) of Im & Taylor [1]_. A class with fewer than ``k`` training
-    points ``n_C`` scores :math:`\tfrac{k}{n_C}` times the sum over all of them
-    (the mean distance times ``k``), so small classes are not favoured.
-
-    Parameters
-    ----------
-    distances_sq : array-like of shape (n_queries, n_train)
-        Squared distances from each query to each training point, in any
-        metric (Mahalanobis, local, geodesic...).
-    y_train : array-like of shape (n_train,)
-        Labels of the training points.
-    n_neighbors : int
-        Number ``k`` of nearest neighbours summed per class.
-    classes : array-like of shape (n_classes,), default=None
-        Classes to score, in this order (default: ``np.unique(y_train)``);
-        each must occur in ``y_train``.
-
-    Returns
-    -------
-    scores : ndarray of shape (n_queries, n_classes)
-        Lower is better.
-
-    References
-    ----------
-    .. [1] D. J. Im and G. W. Taylor, "Learning a metric for class-conditional
-       KNN", IJCNN 2016.
-    """
-    distances_sq = check_points(distances_sq, name="distances_sq", min_ndim=2)
-    if distances_sq.ndim != 2:
-        raise ValueError(f"distances_sq must have shape (n_queries, n_train), got {distances_sq.shape}")
-    y_train = np.asarray(y_train)
-    if y_train.shape != distances_sq.shape[1:]:
-        raise ValueError(f"y_train must have shape ({distances_sq.shape[1]},), got {y_train.shape}")
-    n_neighbors = check_int(n_neighbors, "n_neighbors")
-    classes = np.unique(y_train) if classes is None else np.asarray(classes)
-    scores = np.empty((distances_sq.shape[0], classes.size))
-    for c, label in enumerate(classes):
-        columns = distances_sq[:, y_train == label]
-        if columns.shape[1] == 0:
-            raise ValueError(f"classes contains {label!r}, which does not occur in y_train")
-        k = min(n_neighbors, columns.shape[1])
-        scores[:, c] = n_neighbors * np.partition(columns, k - 1, axis=1)[:, :k].mean(axis=1)
-    return scores
-
-
-def ccknn_predict(distances_sq, y_train, n_neighbors, classes=None):
-    """Class-conditional KNN decision (CCKNN): the class of smallest :func:`ccknn_scores`.
-
-    Parameters are those of :func:`ccknn_scores`; ties go to the first class
-    in ``classes``.
-
-    Returns
-    -------
-    y_pred : ndarray of shape (n_queries,)
-    """
-    classes = np.unique(np.asarray(y_train)) if classes is None else np.asarray(classes)
-    return classes[np.argmin(ccknn_scores(distances_sq, y_train, n_neighbors, classes), axis=1)]
+__all__ = ["LocalMetricKNN"]
 
 
 class LocalMetricKNN(ClassifierMixin, BaseEstimator):
     r"""K-nearest-neighbour classifier with local metrics (how x where x when x rule).
+
+    A composition of small parts: :func:`~riemlocal.placement.place_field`
+    builds the field (:class:`~riemlocal.placement.LocalMetrics` and
+    :func:`~riemlocal.placement.interpolate`, or a
+    :class:`~riemlocal.fields.LazyField`),
+    :class:`GlobalShortlist` gives the candidates,
+    :func:`~riemlocal.distances.distance` re-ranks them by ``rule``, and
+    :func:`knn_votes` or :func:`ccknn_scores` decide.
 
     ``fit`` learns a global metric :math:`M_G` with ``learner`` on all data,
     builds a KD-tree on the transformed points :math:`C^T x` (:math:`M_G =
@@ -130,7 +62,9 @@ class LocalMetricKNN(ClassifierMixin, BaseEstimator):
         ``"train"`` evaluate the field once per distinct query / candidate
         (:func:`riemlocal.distances.distance` does the bookkeeping).
         ``"geodesic"`` needs a smooth field (``interpolation="rbf"`` or
-        ``"smooth"``); a :class:`LazyField` supports only ``"test"`` and ``"train"``.
+        ``"smooth"``); a :class:`LazyField` is piecewise constant, so its
+        line rules are exact sums over its cells. The legal pairs follow from
+        :data:`riemlocal.distances.RULES_BY_STRUCTURE`.
     n_neighbors : int, default=3
         :math:`k` of the decision.
     shortlist : int, default=20
@@ -142,9 +76,10 @@ class LocalMetricKNN(ClassifierMixin, BaseEstimator):
     interpolation : {"nearest", "rbf", "smooth"}, default="nearest"
         Field built from placed metrics (eq. 13, eq. 14, Hauberg et al. eq. 6).
     n_local : int or "auto", default="auto"
-        Neighbourhood size of local fits: ``n_neighbors`` of
-        :class:`LocalMetrics` (``"auto"``: 20 for ``"class"``, 50 for
-        ``"exemplar"``) and :math:`S` of the :class:`LazyField` (``"auto"``: 50).
+        Neighbourhood size :math:`S` of local fits: ``n_local`` of
+        :class:`LocalMetrics` and ``n_neighbors`` of the :class:`LazyField`
+        (``"auto"``: :data:`riemlocal.placement.NEIGHBOURHOOD_SIZES`, 20 for
+        ``"class"``, 50 for ``"exemplar"`` and ``"lazy"``).
     n_references : int, default=50
         Reference points for ``where="reference"``.
     sigma : float or "auto", default="auto"
@@ -228,27 +163,23 @@ class LocalMetricKNN(ClassifierMixin, BaseEstimator):
         self.random_state = random_state
 
     def _check_params(self):
-        check_option(self.where, "where", _WHERE)
-        check_option(self.rule, "rule", _RULES)
-        check_option(self.decision, "decision", _DECISIONS)
-        check_option(self.interpolation, "interpolation", _INTERPOLATION)
+        check_where_rule(self.where, self.interpolation, self.rule)
+        check_option(self.decision, "decision", DECISIONS)
         check_int(self.n_neighbors, "n_neighbors")
         if check_int(self.shortlist, "shortlist") < self.n_neighbors:
             raise ValueError(f"shortlist must be >= n_neighbors={self.n_neighbors}, got {self.shortlist!r}")
         if self.n_local != "auto":
             check_int(self.n_local, "n_local")
         check_positive(self.rho, "rho")
-        if self.where == "lazy" and self.rule not in ("test", "train"):
+
+    def _check_class_sizes(self, n_samples, counts):
+        if self.decision == "ccknn" and self.n_neighbors > counts.min():
             raise ValueError(
-                f"rule={self.rule!r} needs the metric along whole curves; a lazy field is learned at points "
-                "only, so use rule='test' (Lazy) or 'train' (online per-exemplar)"
+                f"n_neighbors={self.n_neighbors} is larger than the smallest class "
+                f"({self.classes_[counts.argmin()]!r} has {counts.min()} samples) for decision='ccknn'"
             )
-        smooth = self.where == "global" or (self.where != "lazy" and self.interpolation != "nearest")
-        if self.rule == "geodesic" and not smooth:
-            raise ValueError(
-                "rule='geodesic' needs a smooth field; a piecewise-constant field (interpolation='nearest' "
-                "or where='lazy') has no geodesics: use rule='line' or interpolation='rbf'/'smooth'"
-            )
+        if self.decision == "knn" and self.n_neighbors > n_samples:
+            raise ValueError(f"n_neighbors={self.n_neighbors} must be <= n_samples={n_samples}")
 
     def fit(self, X, y):
         """Learn the global metric, the shortlist index and the local metric field.
@@ -264,80 +195,42 @@ class LocalMetricKNN(ClassifierMixin, BaseEstimator):
         """
         self._check_params()
         check_n_jobs(self.n_jobs)
-        X, y = validate_data(self, X, y)
-        check_classification_targets(check_labels(y))
-        self.classes_, y_index = np.unique(y, return_inverse=True)
-        if len(self.classes_) < 2:
-            raise ValueError(f"y must hold at least 2 classes, got {len(self.classes_)} class")
-        counts = np.bincount(y_index)
-        if self.decision == "ccknn" and self.n_neighbors > counts.min():
-            raise ValueError(
-                f"n_neighbors={self.n_neighbors} is larger than the smallest class "
-                f"({self.classes_[counts.argmin()]!r} has {counts.min()} samples) for decision='ccknn'"
-            )
-        if self.decision == "knn" and self.n_neighbors > len(X):
-            raise ValueError(f"n_neighbors={self.n_neighbors} must be <= n_samples={len(X)}")
+        X, y_index = validate_classes(self, X, y)
+        self._check_class_sizes(len(X), np.bincount(y_index))
         learner = default_learner() if self.learner is None else self.learner
-        local_learner = learner if self.local_learner is None else self.local_learner
-        placement = LocalMetrics(
-            local_learner,
-            where="global" if self.where == "lazy" else self.where,
+        placement, self.field_ = place_field(
+            learner if self.local_learner is None else self.local_learner,
+            X,
+            y_index,
+            self.where,
+            self.interpolation,
+            self.rho,
             global_learner=learner,
-            n_neighbors=self.n_local,
+            n_local=self.n_local,
             n_references=self.n_references,
             sigma=self.sigma,
             cv_smoothing=self.cv_smoothing,
             n_jobs=self.n_jobs,
             verbose=self.verbose,
             random_state=self.random_state,
-        ).fit(X, y_index)
+        )  # predict parallelizes over queries; each worker of a LazyField learns its distinct points
         self.global_metric_ = placement.global_metric_
-        if self.where == "lazy":
-            self.placement_ = None
-            self.field_ = LazyField(
-                local_learner,
-                X,
-                y_index,
-                n_neighbors=50 if self.n_local == "auto" else self.n_local,
-                proximity=self.global_metric_,
-                verbose=self.verbose,
-            )  # predict parallelizes over queries; each worker learns its distinct points
-        else:
-            self.placement_ = placement
-            if self.interpolation == "nearest":
-                self.field_ = placement.nearest_field()
-            elif self.interpolation == "rbf":
-                self.field_ = placement.rbf_field()
-            else:
-                self.field_ = placement.smooth_field(self.rho)
+        self.placement_ = None if self.where == "lazy" else placement
         self.fit_X_, self.fit_y_ = X, y_index
-        self._indexes = None
-        self._global_indexes()
+        self._candidates = None
+        self._shortlist()
         return self
 
-    def _global_indexes(self):
-        """KD-trees on the globally mapped training data, per class for CCKNN.
-
-        Built on first use from the fitted arrays, so a model restored by
-        :func:`riemlocal.io.load` rebuilds them.
-        """
-        if getattr(self, "_indexes", None) is None:
-            mapped = self.fit_X_ @ np.linalg.cholesky(self.global_metric_)
+    def _shortlist(self):
+        """The :class:`GlobalShortlist` (per class for CCKNN), built on first use from the fitted arrays,
+        so a model restored by :func:`riemlocal.io.load` rebuilds it."""
+        if getattr(self, "_candidates", None) is None:
             if self.decision == "knn":
-                members = [np.arange(len(mapped))]
+                groups = [np.arange(len(self.fit_X_))]
             else:
-                members = [np.flatnonzero(self.fit_y_ == c) for c in range(len(self.classes_))]
-            self._indexes = [(m, NearestNeighbors(algorithm="kd_tree").fit(mapped[m])) for m in members]
-        return self._indexes
-
-    def _shortlist(self, X):
-        """Candidate indices ``(n, S)`` and their class indices ``(S,)`` layout (per-class blocks for CCKNN)."""
-        mapped = X @ np.linalg.cholesky(self.global_metric_)
-        blocks = []
-        for members, index in self._global_indexes():
-            size = min(self.shortlist, len(members))
-            blocks.append(members[index.kneighbors(mapped, n_neighbors=size, return_distance=False)])
-        return np.concatenate(blocks, axis=1)
+                groups = [np.flatnonzero(self.fit_y_ == c) for c in range(len(self.classes_))]
+            self._candidates = GlobalShortlist(self.fit_X_, self.global_metric_, groups)
+        return self._candidates
 
     def local_distances(self, X):
         """Shortlisted candidates and their squared rule distances.
@@ -357,7 +250,7 @@ class LocalMetricKNN(ClassifierMixin, BaseEstimator):
         """
         check_is_fitted(self)
         X = validate_data(self, X, reset=False)
-        candidates = self._shortlist(X)
+        candidates = self._shortlist()(X, self.shortlist)
         distances_sq = distance(
             self.field_, X[:, None, :], self.fit_X_[candidates], rule=self.rule, squared=True,
             n_jobs=self.n_jobs, verbose=self.verbose,
@@ -365,10 +258,8 @@ class LocalMetricKNN(ClassifierMixin, BaseEstimator):
         return candidates, distances_sq
 
     def _votes(self, X):
-        candidates, distances = self.local_distances(X)
-        nearest = np.argsort(distances, axis=1, kind="stable")[:, : self.n_neighbors]
-        labels = self.fit_y_[np.take_along_axis(candidates, nearest, axis=1)]
-        return np.stack([np.bincount(row, minlength=len(self.classes_)) for row in labels])
+        candidates, distances_sq = self.local_distances(X)
+        return knn_votes(distances_sq, self.fit_y_[candidates], self.n_neighbors, len(self.classes_))
 
     def predict(self, X):
         """Predict class labels.
@@ -402,9 +293,9 @@ class LocalMetricKNN(ClassifierMixin, BaseEstimator):
         scores : ndarray of shape (n_queries, n_classes)
         """
         check_is_fitted(self)
-        candidates, distances = self.local_distances(X)
+        candidates, distances_sq = self.local_distances(X)
         block_labels = self.fit_y_[candidates[0]] if len(candidates) else np.zeros(0, dtype=int)
-        return ccknn_scores(distances, block_labels, self.n_neighbors, classes=np.arange(len(self.classes_)))
+        return ccknn_scores(distances_sq, block_labels, self.n_neighbors, classes=np.arange(len(self.classes_)))
 
     def _has_votes(self):
         return self.decision == "knn"

@@ -1,0 +1,96 @@
+"""The experiments' own pieces: deskewing, the leakage-free protocol, tables and figures."""
+
+import matplotlib
+import numpy as np
+import pytest
+from numpy.testing import assert_allclose
+from sklearn.utils import Bunch
+
+from riemlocal.experiments.bodyshape import plot_embeddings, plot_errors, run_bodyshape
+from riemlocal.experiments.taxonomy import CELLS, PAPER_MNIST, WHEN, WHERE, deskew, plot_taxonomy, render_taxonomy
+
+
+def _moments(image):
+    rows, cols = np.indices(image.shape, dtype=float)
+    mass = image.sum()
+    r, c = (rows * image).sum() / mass, (cols * image).sum() / mass
+    return r, c, ((rows - r) * (cols - c) * image).sum() / mass
+
+
+def test_deskew_removes_the_row_column_covariance_and_centres():
+    image = np.zeros((28, 28))
+    for row in range(6, 22):  # a stroke leaning right by 0.5 column per row, off centre
+        image[row, 6 + (row - 6) // 2 : 8 + (row - 6) // 2] = 255.0
+    assert abs(_moments(image)[2]) > 5.0
+    (upright,) = deskew(image[None])
+    r, c, covariance = _moments(upright)
+    assert abs(covariance) < 0.05 * abs(_moments(image)[2])
+    assert_allclose([r, c], [13.5, 13.5], atol=0.3)
+    assert upright.sum() == pytest.approx(image.sum(), rel=0.02)  # shear preserves area
+    blank = np.zeros((1, 28, 28))
+    assert_allclose(deskew(blank), blank)
+    with pytest.raises(ValueError, match="images must have shape"):
+        deskew(np.zeros((28, 28)))
+
+
+def test_leakage_free_protocol_does_not_see_the_target():
+    rng = np.random.default_rng(0)
+    shape = rng.normal(size=(90, 4))
+    data = Bunch(data=shape, target=rng.normal(size=(90, 1)), measurement_names=["noise"], units={"noise": "a.u."})
+    result = run_bodyshape(quick=True, data=data, verbose=False, seed=0)
+    entry = result["measurements"]["noise"]
+    # a target independent of the shape: no fold-trained model can beat the spread of the target (~0.8 for N(0,1))
+    assert min(entry["mae_cross_validated"]["riemannian"]) > 0.75
+    assert min(entry["mae_cross_validated"]["euclidean"]) > 0.75
+    assert result["settings"]["max_dim"] == 4 and "noise in a.u." in result["markdown"]
+    assert "Leakage-free: 3-fold" in result["markdown"] and "Paper's protocol" in result["markdown"]
+
+
+def _taxonomy_result():
+    cells = {"mnist/Euclidean/3-NN": {"accuracy": 92.0, "accuracy_std": 0.5, "time": 0.1}}
+    cells["mnist/LDA/global fit"] = {"accuracy": None, "accuracy_std": None, "time": 0.1}
+    for offset, (where, when) in enumerate(CELLS):
+        cells[f"mnist/LDA/{where}/{when}"] = {"accuracy": 92.0 + offset, "accuracy_std": 0.4, "time": 1.0}
+    return {
+        "n_batches": 2,
+        "datasets": {"mnist": {"n_train": 10, "n_test": 10, "preprocessing": "deskew + pca"}},
+        "hows": ["LDA"],
+        "n_online_lmnn": 0,
+        "cells": cells,
+        "checks": {},
+        "paper": {"mnist": {"LDA": {"/".join(cell): rate for cell, rate in PAPER_MNIST["LDA"].items()}}},
+    }
+
+
+def test_taxonomy_table_has_the_baseline_and_the_paper_beside_ours():
+    markdown = render_taxonomy(_taxonomy_result())
+    assert "| Euclidean 3-NN (baseline) | 92.0 ± 0.5 (0.10 s) |" in markdown
+    assert "| Global offline | 92.0 ± 0.4 | 92.4 ± 0.9 | -0.4 |" in markdown  # within 1.5: unmarked
+    assert "| Line interp | 98.0 ± 0.4 | 92.6 ± 0.7 | +5.4 ** |" in markdown
+
+
+def test_figures_leave_the_backend_alone_and_label_everything():
+    backend = matplotlib.get_backend()
+    figure = plot_taxonomy(_taxonomy_result(), "mnist")
+    (ax,) = figure.axes
+    assert ax.get_ylabel() == "recognition rate (%)" and ax.get_xlabel() == "where the metrics are placed"
+    labels = ax.get_legend_handles_labels()[1]
+    assert labels == ["Euclidean 3-NN", *WHEN]
+    assert [tick.get_text() for tick in ax.get_xticklabels()] == list(WHERE)
+    rng = np.random.default_rng(1)
+    dims = [1, 2]
+    entry = {"dims": dims, "mae": {"euclidean": [2, 1], "riemannian": [1, 1]}}
+    entry["mae_cross_validated"] = entry["mae"]
+    result = {
+        "measurements": {"weight": entry},
+        "units": {"weight": "kg"},
+        "settings": {"n_folds": 3},
+        "arrays": {"weight": {"measurement": rng.normal(size=9), "euclidean": rng.normal(size=(9, 2)),
+                              "riemannian": rng.normal(size=(9, 2))}},
+    }
+    errors = plot_errors(result)
+    assert errors.axes[0].get_xlabel() == "number of principal geodesics"
+    assert errors.axes[0].get_ylabel() == "mean absolute error (kg)"
+    embeddings = plot_embeddings(result)
+    assert len(embeddings.axes) == 3 and embeddings.axes[-1].get_ylabel() == "weight (kg)"  # the colour bar
+    assert matplotlib.get_backend() == backend
