@@ -192,3 +192,22 @@ def test_far_points_give_finite_values_or_a_named_error():
         distance(nearest, np.zeros(2), far, rule="line")
     with pytest.raises(ValueError, match="X and Y are too far apart for this field"):
         pairwise_distances(SmoothLocalField(centers, metrics), far[None], np.zeros((1, 2)), rule="line")
+
+
+def test_string_weights_name_sample_weight_at_every_entry_point():
+    from riemlocal.learners import fit_local_metric
+    from riemlocal.learning import GeodesicRegression, TangentSpaceRegression
+
+    X, y = _classes()
+    space = LearnedMetricManifold(SmoothLocalField(np.eye(3), np.stack([np.eye(3)] * 3)))
+    calls = [
+        lambda w: fit_local_metric(LDAMetric(), X, y, w),
+        lambda w: FrechetMean(space).fit(X[:5], sample_weight=w[:5]),
+        lambda w: GeodesicRegression(space).fit(np.linspace(0, 1, 5), X[:5], sample_weight=w[:5]),
+        lambda w: TangentSpaceRegression(space).fit(X[:5], y[:5], sample_weight=w[:5]),
+    ]
+    for call in calls:
+        with pytest.raises(TypeError, match="sample_weight must be an array of real numbers"):
+            call(np.array(["1"] * len(y)))
+        with pytest.raises(TypeError, match="sample_weight must be an array of real numbers"):
+            call(np.ones(len(y)) + 1j)
