@@ -119,7 +119,10 @@ class LearnedMetric(RiemannianMetric):
     def _map_pairs(self, solve, first, second, names, description):
         """Broadcast two point arrays, solve in chunks (joblib), restore the batch shape."""
         a, b = self._points(first, names[0]), self._points(second, names[1])
-        shape = np.broadcast_shapes(a.shape, b.shape)
+        try:
+            shape = np.broadcast_shapes(a.shape, b.shape)
+        except ValueError:
+            raise ValueError(f"{names[0]} of shape {a.shape} and {names[1]} of shape {b.shape} do not broadcast together") from None
         a = np.broadcast_to(a, shape).reshape(-1, self.field.dim)
         b = np.broadcast_to(b, shape).reshape(-1, self.field.dim)
         if len(a) == 0:

@@ -211,3 +211,16 @@ def test_string_weights_name_sample_weight_at_every_entry_point():
             call(np.array(["1"] * len(y)))
         with pytest.raises(TypeError, match="sample_weight must be an array of real numbers"):
             call(np.ones(len(y)) + 1j)
+
+
+def test_data_fields_reject_training_points_whose_squares_overflow():
+    # before: GLMLField built from a point at 1e200 raised LinAlgError at the first query, LazyField an LDA error
+    X, y = _classes()
+    X[0, 0] = 1e200
+    for make in (lambda: GLMLField(X, y), lambda: LazyField(LDAMetric(), X, y)):
+        with pytest.raises(ValueError, match=re.escape("X spans too far (about 1e154 or more)")):
+            make()
+    with pytest.raises(ValueError, match="base_point is too far from the class means"):
+        GLMLField(*_classes()).metric_matrix(np.array([1e200, 0.0, 0.0]))
+    with pytest.raises(ValueError, match=re.escape("rho must be > 0 with 2 / rho finite, got 5e-324")):
+        SmoothLocalField(np.eye(3), np.stack([np.eye(3)] * 3), rho=5e-324)

@@ -140,7 +140,7 @@ def test_data_field_constructors(X, y, scale):
     n = len(X) if isinstance(X, np.ndarray) and X.ndim else 0
     labels = {"two": np.arange(n) % 2, "one": np.zeros(n), "mixed": np.array([0, "a"] * n, dtype=object)[:n], "short": np.zeros(1), "nan": np.full(n, np.nan)}[y]
     for make, names in (
-        (lambda: GLMLField(X, labels, gamma=scale), ("X", "y", "gamma")),
+        (lambda: GLMLField(X, labels, gamma=scale), ("X", "y", "gamma", "reg_covar")),
         (lambda: LazyField(LDAMetric(), X, labels, n_neighbors=4), ("X", "y")),
     ):
         try:
@@ -194,7 +194,7 @@ def test_distances(x, y, rule, squared, index):
         outcome(lambda: distance(field, x, y, rule, squared=squared), *names)
         result, _ = outcome(lambda: pairwise_distances(field, x, y, rule, squared=squared), "X", "Y", "rule", "squared")
     if result is not None:
-        assert result.shape == (len(np.atleast_2d(x)), len(np.atleast_2d(y))) and np.all(result >= 0)
+        assert result.shape == (len(np.atleast_2d(x)), len(np.atleast_2d(x if y is None else y))) and np.all(result >= 0)
 
 
 LEARNERS = [LDAMetric(), LMNNMetric(max_iter=20), BoostMetric(max_iter=5), CCMLMetric(max_iter=20)]

@@ -46,7 +46,7 @@ References
 import numpy as np
 from scipy.special import softmax
 
-from ..utils.validation import check_labels, check_points, check_positive, is_positive_definite
+from ..utils.validation import check_labels, check_points, check_positive, check_spread, is_positive_definite
 from ._base import MetricField
 from ._local import SmoothLocalField
 
@@ -125,6 +125,7 @@ class GLMLField(MetricField):
         X = check_points(X, name="X", min_ndim=2)
         if X.ndim != 2:
             raise ValueError(f"X must have shape (n_samples, dim), got {X.shape}")
+        check_spread(X)
         y = check_labels(y)
         if y.shape != (X.shape[0],):
             raise ValueError(f"y must have shape (n_samples,) = ({X.shape[0]},), got {y.shape}")
@@ -175,6 +176,8 @@ class GLMLField(MetricField):
         diff = (x - self._origin)[..., None, :] - self._local_means
         whitened = np.einsum("cij,...cj->...ci", self._precisions, diff)
         log_joint = self._log_norms - 0.5 * np.einsum("...ci,...ci->...c", diff, whitened)
+        if not np.all(np.isfinite(log_joint)):
+            raise ValueError("base_point is too far from the class means: its squared distances overflow float64")
         return softmax(log_joint, axis=-1), whitened
 
     def bias_matrix(self, base_point):

@@ -23,7 +23,7 @@ from tqdm.auto import tqdm
 
 from ..learners import check_rank, fit_local_metric
 from ..utils.arrays import unique_rows
-from ..utils.validation import check_int, check_labels, check_n_jobs, check_points, check_positive, check_spd
+from ..utils.validation import check_int, check_labels, check_n_jobs, check_points, check_positive, check_spd, check_spread
 from ._base import MetricField, SegmentCells
 
 __all__ = ["LazyField"]
@@ -101,6 +101,7 @@ class LazyField(MetricField):
         X = check_points(X, name="X", min_ndim=2)
         if X.ndim != 2 or len(X) == 0:
             raise ValueError(f"X must have shape (n_samples, dim) with n_samples >= 1, got {X.shape}")
+        check_spread(X)
         y = check_labels(y)
         if y.shape != (len(X),):
             raise ValueError(f"y must have shape ({len(X)},) to match X, got {y.shape}")

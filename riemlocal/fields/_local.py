@@ -312,7 +312,7 @@ class RBFLocalField(_LocalField):
         parts = [self._segment_terms(nodes[start : start + size], hessian) for start in range(0, len(nodes), size)]
         merged = parts[0] if len(parts) == 1 else [np.concatenate(values) for values in zip(*parts)]
         shape = curves.shape[:-2] + (n_nodes - 1,)
-        return tuple(values.reshape(shape + values.shape[1:]) for values in merged)
+        return _finite(tuple(values.reshape(shape + values.shape[1:]) for values in merged), "curves")
 
     def _segment_terms(self, nodes, hessian):
         batch, n_nodes, dim = nodes.shape
@@ -432,6 +432,8 @@ class SmoothLocalField(RBFLocalField):
 
     def __init__(self, centers, metrics, rho=1.0):
         self.rho = check_positive(rho, "rho")
+        if not np.isfinite(2.0 / self.rho):
+            raise ValueError(f"rho must be > 0 with 2 / rho finite, got {rho!r}")
         super().__init__(centers, metrics, sigma=2.0 / self.rho, proximity=None)
 
     def __repr__(self):

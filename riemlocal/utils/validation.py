@@ -15,6 +15,7 @@ __all__ = [
     "check_weights",
     "check_n_jobs",
     "check_labels",
+    "check_spread",
     "solve_spd",
     "SPD_RTOL",
     "is_positive_definite",
@@ -158,6 +159,19 @@ def check_n_jobs(n_jobs):
     if n_jobs == 0:
         raise ValueError("n_jobs must be None or a nonzero int (1: no parallelism, -1: all cores), got 0")
     return int(n_jobs)
+
+
+def check_spread(X, name="X"):
+    """Return points ``X`` of shape ``(n, dim)`` after checking their squared distances fit in float64.
+
+    Statistics of ``X`` (covariances, scatter matrices) square its differences; beyond a
+    spread of about 1e154 they overflow and later computations fail without a clear cause.
+    """
+    with np.errstate(over="ignore", invalid="ignore"):
+        squared_spread = np.square(np.abs(X - X[:1]).max(initial=0.0)) * X.shape[-1]
+    if not np.isfinite(squared_spread):
+        raise ValueError(f"{name} spans too far (about 1e154 or more): its squared distances overflow float64")
+    return X
 
 
 def check_labels(y, name="y"):
