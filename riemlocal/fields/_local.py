@@ -101,6 +101,8 @@ class _LocalField(MetricField):
         weight 0) scaled back.
         """
         scores = np.einsum("nrd,nrd->nr", half_grad, diff)
+        if scores.max(initial=0.0) < np.inf:  # the common case, checked in one reduction (NaN fails it too)
+            return scores
         overflow = ~np.all(np.isfinite(scores), axis=1)
         if np.any(overflow):
             scale = np.abs(diff[overflow]).max(axis=(1, 2))[:, None]
