@@ -3,7 +3,7 @@ r"""A smooth metric field as a Riemannian manifold, in the style of geomstats.
 ``LearnedMetricManifold(field)`` is :math:`\mathbb{R}^D` (a geomstats
 ``VectorSpace``, so geomstats estimators accept it) equipped with
 :class:`LearnedMetric`, whose Exp, Log and distance come from
-:mod:`riemlocal.geodesics`. All methods take points of shape ``(..., dim)``
+the solver objects of :mod:`riemlocal.numerics`. All methods take points of shape ``(..., dim)``
 and broadcast over leading axes.
 
 Reference: Hauberg, Freifeld & Black, *A Geometric Take on Metric Learning*,
@@ -13,6 +13,7 @@ NIPS 2012 (Lemma 1: a smooth blend of local metrics is a Riemannian metric).
 import numpy as np
 from geomstats.geometry.base import VectorSpace
 from geomstats.geometry.riemannian_metric import RiemannianMetric
+
 from .connection import (
     christoffels,
     curvature,
@@ -25,9 +26,8 @@ from .connection import (
     sectional_curvature,
 )
 from .fields import MetricField
-from .geodesics import METHODS, integrate_geodesic, solve_boundary_value
-from .utils.parallel import parallel_map
-from .utils.validation import check_int, check_option, check_points, check_positive
+from .numerics import CHUNK_SIZE, RTOL, EnergyLogSolver, ODEExpSolver
+from .utils.validation import check_points
 
 __all__ = ["LearnedMetricManifold", "LearnedMetric"]
 
@@ -35,47 +35,40 @@ __all__ = ["LearnedMetricManifold", "LearnedMetric"]
 class LearnedMetric(RiemannianMetric):
     r"""Riemannian metric :math:`\langle u, v \rangle_x = u^T M(x) v` of a smooth field.
 
+    Exp, Log, distances and geodesics are forwarded to two solver objects
+    (geomstats' pattern), built from the options below and replaceable, e.g.
+    ``space.metric.log_solver = MySolver()`` (any object with ``log`` and,
+    optionally, ``dist``; an Exp solver has ``exp`` and ``geodesic_ivp``).
+
     Parameters
     ----------
     space : LearnedMetricManifold
     field : MetricField
         A smooth field (``field.is_smooth``).
-    n_nodes : int, default=16
-        Segments of the coarse discrete geodesic used by Log and dist (the
-        fine one has twice as many; the results are Richardson extrapolated).
-    tol : float, default=1e-7
-        Tolerance of the energy minimization (preconditioned gradient norm).
-    max_iter : int, default=2000
-        Iterations per resolution.
-    method : {"auto", "newton", "lbfgs"}, default="auto"
-        Energy minimizer of Log and dist: Newton's method on the
-        block-tridiagonal Hessian or L-BFGS; ``"auto"`` takes Newton up to
-        ``dim = 8`` (see :func:`~riemlocal.geodesics.solve_boundary_value`).
     rtol : float, default=1e-6
-        Relative tolerance of the Exp integrator (absolute: ``rtol * 1e-2``);
-        the default keeps Exp's relative error below 5e-8 in ``benchmarks/bench_geodesics.py``,
-        far below that of Log.
-    chunk_size : int, default=16
-        Pairs solved jointly in one vectorized problem.
-    n_jobs : int, default=None
-        Parallel chunks through joblib (any joblib backend, e.g. dask); BLAS
-        is limited to one thread inside workers.
-    verbose : bool, default=False
-        Progress bar over chunks.
+        Requested relative accuracy: of the distance (Log solver) and of the
+        integrator (Exp solver, :class:`~riemlocal.numerics.ODEExpSolver`).
+    chunk_size, n_jobs, verbose
+        Batching options of both solvers.
+    **log_options
+        Further options of the Log solver, :class:`~riemlocal.numerics.EnergyLogSolver`:
+        ``n_segments``, ``log_rtol``, ``max_segments``, ``tol``, ``max_iter``, ``method``.
+
+    Attributes
+    ----------
+    exp_solver : ODEExpSolver
+    log_solver : EnergyLogSolver
     """
 
     def __init__(
         self,
         space,
         field,
-        n_nodes=16,
-        tol=1e-7,
-        max_iter=2000,
-        method="auto",
-        rtol=1e-6,
-        chunk_size=16,
+        rtol=RTOL,
+        chunk_size=CHUNK_SIZE,
         n_jobs=None,
         verbose=False,
+        **log_options,
     ):
         super().__init__(space)
         if not isinstance(field, MetricField):
@@ -86,14 +79,9 @@ class LearnedMetric(RiemannianMetric):
                 f"{field.structure!r} (use SmoothLocalField / RBFLocalField, or the 'line' distance rule)"
             )
         self.field = field
-        self.n_nodes = check_int(n_nodes, "n_nodes", minimum=2)
-        self.tol = check_positive(tol, "tol")
-        self.max_iter = check_int(max_iter, "max_iter")
-        self.method = check_option(method, "method", METHODS)
-        self.rtol = check_positive(rtol, "rtol")
-        self.chunk_size = check_int(chunk_size, "chunk_size")
-        self.n_jobs = n_jobs
-        self.verbose = verbose
+        batching = {"chunk_size": chunk_size, "n_jobs": n_jobs, "verbose": verbose}
+        self.exp_solver = ODEExpSolver(field, rtol=rtol, **batching)
+        self.log_solver = EnergyLogSolver(field, rtol=rtol, **log_options, **batching)
 
     # -- tensors -----------------------------------------------------------------
     def _points(self, x, name):
@@ -115,43 +103,20 @@ class LearnedMetric(RiemannianMetric):
         """
         return christoffels(self.field, self._points(base_point, "base_point"))
 
-    # -- batching ----------------------------------------------------------------
-    def _map_pairs(self, solve, first, second, names, description):
-        """Broadcast two point arrays, solve in chunks (joblib), restore the batch shape."""
-        a, b = self._points(first, names[0]), self._points(second, names[1])
-        try:
-            shape = np.broadcast_shapes(a.shape, b.shape)
-        except ValueError:
-            raise ValueError(f"{names[0]} of shape {a.shape} and {names[1]} of shape {b.shape} do not broadcast together") from None
-        a = np.broadcast_to(a, shape).reshape(-1, self.field.dim)
-        b = np.broadcast_to(b, shape).reshape(-1, self.field.dim)
-        if len(a) == 0:
-            raise ValueError(f"{names[0]} and {names[1]} must hold at least one point, got shape {shape}")
-        chunks = [slice(i, i + self.chunk_size) for i in range(0, len(a), self.chunk_size)]
-        parts = parallel_map(solve, [(a[c], b[c]) for c in chunks], self.n_jobs, self.verbose, description)
-        merged = [np.concatenate(outputs) for outputs in zip(*parts)]
-        return [values.reshape(shape[:-1] + values.shape[1:]) for values in merged]
-
-    def _boundary_value(self, point, base_point):
-        result = solve_boundary_value(self.field, point, base_point, self.n_nodes, self.tol, self.max_iter, self.method)
-        return result.initial_velocity, result.length
-
-    # -- maps --------------------------------------------------------------------
+    # -- maps (forwarded to the solvers) ------------------------------------------
     def exp(self, tangent_vec, base_point):
         r""":math:`\mathrm{Exp}_x(v) = c(1)` for the geodesic with :math:`c(0) = x`, :math:`c'(0) = v`."""
-
-        def exp(v, x):
-            return (integrate_geodesic(self.field, v, x, (1.0,), self.rtol, self.rtol * 1e-2)[:, 0],)
-
-        return self._map_pairs(exp, tangent_vec, base_point, ("tangent_vec", "base_point"), "Exp (initial-value problems)")[0]
+        return self.exp_solver.exp(tangent_vec, base_point)
 
     def log(self, point, base_point):
         r""":math:`\mathrm{Log}_x(y) = c'(0)` of the constant-speed geodesic from :math:`x` to :math:`y` on [0, 1]."""
-        return self._map_pairs(self._boundary_value, point, base_point, ("point", "base_point"), "Log (geodesic boundary-value problems)")[0]
+        return self.log_solver.log(point, base_point)
 
     def dist(self, point_a, point_b):
-        """Geodesic distance (length of the shortest curve), shape ``(...)``."""
-        return self._map_pairs(self._boundary_value, point_b, point_a, ("point_b", "point_a"), "geodesic distances")[1]
+        """Geodesic distance (length of the shortest curve), shape ``(...)``; the norm of the Log for solvers without ``dist``."""
+        if hasattr(self.log_solver, "dist"):
+            return self.log_solver.dist(point_a, point_b)
+        return self.norm(self.log(point_b, point_a), point_a)
 
     def squared_dist(self, point_a, point_b):
         """Squared geodesic distance."""
@@ -165,23 +130,12 @@ class LearnedMetric(RiemannianMetric):
         """
         if (end_point is None) == (initial_tangent_vec is None):
             raise ValueError("give exactly one of end_point and initial_tangent_vec")
-        x = self._points(initial_point, "initial_point")
-        v = self.log(end_point, x) if initial_tangent_vec is None else self._points(initial_tangent_vec, "initial_tangent_vec")
-        shape = np.broadcast_shapes(x.shape, v.shape)
-        x = np.broadcast_to(x, shape).reshape(-1, self.field.dim)
-        v = np.broadcast_to(v, shape).reshape(-1, self.field.dim)
-
-        def path(t):
-            t = np.atleast_1d(np.asarray(t, dtype=float))
-            if t.ndim != 1 or not np.all(np.isfinite(t)) or np.any(t < 0):
-                raise ValueError(f"t must be a finite non-negative scalar or 1-D array, got shape {t.shape}")
-            points = integrate_geodesic(self.field, v, x, t, self.rtol, self.rtol * 1e-2)
-            return points.reshape(shape[:-1] + (len(t), self.field.dim))
-
-        return path
+        if initial_tangent_vec is None:
+            initial_tangent_vec = self.log(end_point, initial_point)
+        return self.exp_solver.geodesic_ivp(initial_tangent_vec, initial_point)
 
     # -- the connection (riemlocal.connection): curvature, transport, Jacobi fields ---------------
-    # (the ODEs run at Exp's tolerances, ``rtol`` and ``rtol * 1e-2``)
+    # (the ODEs run at the Exp solver's tolerances, ``exp_solver.tolerances``)
     def riemann_tensor(self, base_point=None):
         r"""Riemann tensor :math:`R^l_{ijk}` at ``[..., i, j, k, l]`` (geomstats' order; :func:`riemlocal.connection.riemann_tensor`)."""
         return riemann_tensor(self.field, base_point)
@@ -212,17 +166,17 @@ class LearnedMetric(RiemannianMetric):
             raise ValueError("give exactly one of direction and end_point")
         if direction is None:
             direction = self.log(end_point, base_point)
-        return parallel_transport(self.field, tangent_vec, base_point, direction, self.rtol, self.rtol * 1e-2)
+        return parallel_transport(self.field, tangent_vec, base_point, direction, *self.exp_solver.tolerances)
 
     def jacobi_field(self, tangent_vec, base_point, initial_value, initial_derivative, t=1.0):
         r"""Jacobi field along :math:`\mathrm{Exp}_x(t v)` (:func:`riemlocal.connection.jacobi_field`)."""
         return jacobi_field(
-            self.field, tangent_vec, base_point, initial_value, initial_derivative, t, self.rtol, self.rtol * 1e-2
+            self.field, tangent_vec, base_point, initial_value, initial_derivative, t, *self.exp_solver.tolerances
         )
 
     def exp_differential(self, tangent_vec, base_point):
         """Jacobians of Exp in the tangent vector and in the base point (:func:`riemlocal.connection.exp_differential`)."""
-        return exp_differential(self.field, tangent_vec, base_point, self.rtol, self.rtol * 1e-2)
+        return exp_differential(self.field, tangent_vec, base_point, *self.exp_solver.tolerances)
 
     # -- validated inner products (geomstats' check neither shape nor finiteness) ---
     def _tangent_vectors(self, base_point, **vectors):
@@ -264,8 +218,9 @@ class LearnedMetricManifold(VectorSpace):
     field : MetricField
         A smooth field, e.g. :class:`~riemlocal.fields.SmoothLocalField`.
     **solver_options
-        Passed to :class:`LearnedMetric` (``n_nodes``, ``tol``, ``max_iter``,
-        ``method``, ``rtol``, ``chunk_size``, ``n_jobs``, ``verbose``).
+        Passed to :class:`LearnedMetric` (``n_segments``, ``log_rtol``, ``max_segments``, ``tol``,
+        ``max_iter``, ``method``, ``rtol``, ``chunk_size``, ``n_jobs``, ``verbose``),
+        which builds the default solvers from them.
 
     Examples
     --------

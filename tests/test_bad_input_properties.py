@@ -107,7 +107,7 @@ def _classification(n=12):
 
 FIELDS = _fields()
 SMOOTH = FIELDS[3]
-SPACE = LearnedMetricManifold(SMOOTH, n_nodes=8)
+SPACE = LearnedMetricManifold(SMOOTH, n_segments=8)
 
 
 def _plus(batch, tail):

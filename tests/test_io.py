@@ -249,9 +249,9 @@ def test_manifold_keeps_its_solver_options(tmp_path):
     from riemlocal.manifold import LearnedMetricManifold
 
     centers, metrics = _local_inputs(n_centers=2, dim=2)
-    rio.save(LearnedMetricManifold(SmoothLocalField(centers, metrics), n_nodes=24, tol=1e-9), tmp_path / "m.npz")
+    rio.save(LearnedMetricManifold(SmoothLocalField(centers, metrics), n_segments=12, tol=1e-9), tmp_path / "m.npz")
     loaded = rio.load(tmp_path / "m.npz")
-    assert (loaded.metric.n_nodes, loaded.metric.tol) == (24, 1e-9)
+    assert (loaded.metric.log_solver.n_segments, loaded.metric.log_solver.tol) == (12, 1e-9)
 
 
 def test_every_single_flipped_byte_gives_a_value_error(tmp_path):

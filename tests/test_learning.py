@@ -75,16 +75,16 @@ def test_frechet_mean_joint_agrees_with_karcher_and_geomstats(curved_space, rng)
     from geomstats.learning.frechet_mean import FrechetMean as GeomstatsFrechetMean
 
     X = rng.normal(size=(10, 2)) * [1.5, 1.0]
-    joint = FrechetMean(curved_space, method="joint", n_nodes=16).fit(X)
+    joint = FrechetMean(curved_space, method="joint", n_segments=8).fit(X)
     # Karcher's tol=1e-6 needs Logs more accurate than the default ~1e-5: finer curves, tighter tol
-    precise = LearnedMetricManifold(curved_space.field, n_nodes=32, tol=1e-10)
+    precise = LearnedMetricManifold(curved_space.field, n_segments=16, tol=1e-10)
     with warnings.catch_warnings():
         warnings.simplefilter("error", ConvergenceWarning)
         karcher = FrechetMean(precise, method="karcher", tol=1e-6).fit(X)
     euclidean = X.mean(axis=0)
     assert np.linalg.norm(joint.estimate_ - euclidean) > 0.05  # the metric matters here
     assert_allclose(joint.estimate_, karcher.estimate_, atol=1e-5)
-    coarse = FrechetMean(curved_space).fit(X)  # default n_nodes=8: ~1e-4 on this strongly curved field
+    coarse = FrechetMean(curved_space).fit(X)  # default n_segments=4
     assert_allclose(coarse.estimate_, karcher.estimate_, atol=2e-4)
     theirs = GeomstatsFrechetMean(curved_space)
     theirs.optimizer.max_iter, theirs.optimizer.epsilon = 200, 1e-8
@@ -358,3 +358,16 @@ def test_bodyshape_loo_closed_form_and_clusters(rng):
     assert_allclose(loo_absolute_errors(X, y), brute, rtol=1e-10)
     labels = equal_size_clusters(np.array([5.0, 1.0, 3.0, 2.0, 4.0, 0.0]), 3)
     assert_allclose(labels, [2, 0, 1, 1, 2, 0])
+
+
+def test_frechet_mean_joint_is_certified_or_warns(curved_space, rng):
+    X = rng.normal(size=(8, 2)) * [1.5, 1.0]
+    mean = FrechetMean(curved_space).fit(X)
+    assert mean.error_estimate_ <= 1e-5  # the default rtol, met by refining the curves if needed
+    with pytest.warns(ConvergenceWarning, match="estimated relative error"):
+        capped = FrechetMean(curved_space, rtol=1e-12, max_segments=16).fit(X)
+    # levels 4, 8, 16 only: the estimate bounds the actual error, measured against the certified mean
+    difference = capped.estimate_ - mean.estimate_
+    rms = np.sqrt(np.mean(curved_space.metric.squared_dist(X, mean.estimate_)))
+    error = np.sqrt(difference @ curved_space.metric.metric_matrix(mean.estimate_) @ difference) / rms
+    assert 1e-6 < error <= capped.error_estimate_

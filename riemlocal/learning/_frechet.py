@@ -9,78 +9,19 @@ The mean minimizes :math:`f(\mu) = \frac{1}{2 W} \sum_i w_i\, d^2(\mu, x_i)`,
 import warnings
 
 import numpy as np
-from scipy.optimize import minimize
 from sklearn.base import BaseEstimator
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils.validation import validate_data
 from tqdm.auto import tqdm
 
-from ..geodesics import laplacian_inverse_sqrt, curve_energy
+from ..numerics import curve_energy, extrapolate_levels
+from ..utils.optimize import ARMIJO
 from ..utils.validation import check_int, check_n_jobs, check_option, check_points, check_positive, check_weights
 from . import _tangent
 
 __all__ = ["FrechetMean"]
 
-_ARMIJO = 1e-4  # sufficient-decrease constant of the Karcher line search
 _MIN_STEP = 2.0**-30
-
-
-def _joint_level(field, curves, weights, factor, tol, max_iter, callback):
-    r"""Minimize :math:`\sum_i p_i E(c_i)` jointly over the shared first node and all interior nodes.
-
-    Node :math:`j` of curve :math:`i` is
-    :math:`c_{ij} = c^0_{ij} + (1 - j/N)\,(\mu - \mu^0) + \delta_{ij}`, so moving
-    the mean drags every curve along while the far endpoints :math:`x_i` stay
-    fixed. Variables are scaled by the inverse square root of the Hessian of a
-    constant metric :math:`\bar M = L L^T`:
-    :math:`\mu - \mu^0 = L^{-T} b / \sqrt 2` and
-    :math:`\delta_i = (2 N p_i)^{-1/2}\, S \Lambda^{-1/2} S z_i\, L^{-1}`
-    (:math:`S` the orthonormal DST-I, :math:`\Lambda` the Laplacian eigenvalues),
-    for which the problem is the identity quadratic (straight lines and
-    interior offsets decouple exactly).
-
-    Returns the minimized curves, the Euclidean gradient of the objective with
-    respect to :math:`\mu`, the iteration count and whether L-BFGS converged.
-    """
-    n_curves, n_nodes, dim = curves.shape
-    n_segments = n_nodes - 1
-    taper = (1.0 - np.arange(n_nodes) / n_segments)[None, :, None]
-    preconditioner = laplacian_inverse_sqrt(n_segments)
-    curve_scales = 1.0 / np.sqrt(2.0 * n_segments * weights[:, None, None])
-    inverse_factor = np.linalg.inv(factor)  # L^{-1}
-    start = curves.copy()
-    n_mean = dim
-
-    def to_curves(z):
-        shift = (z[:n_mean] @ inverse_factor) / np.sqrt(2.0)  # L^{-T} b / sqrt(2), as a row
-        offsets = z[n_mean:].reshape(n_curves, n_segments - 1, dim)
-        offsets = curve_scales * (preconditioner @ offsets)
-        full = start + taper * shift
-        full[:, 1:-1, :] += offsets @ inverse_factor
-        return full
-
-    def objective(z):
-        energy, gradient = curve_energy(field, to_curves(z))
-        gradient *= weights[:, None, None]
-        mean_gradient = np.einsum("n,bnd->d", taper[0, :, 0], gradient)
-        inner = gradient[:, 1:-1, :] @ inverse_factor.T  # rows L^{-1} g
-        grad_offsets = curve_scales * (preconditioner @ inner)
-        grad_mean = inverse_factor @ mean_gradient / np.sqrt(2.0)
-        return float(weights @ energy), np.concatenate([grad_mean, grad_offsets.ravel()])
-
-    result = minimize(
-        objective,
-        np.zeros(n_mean + n_curves * (n_segments - 1) * dim),
-        jac=True,
-        method="L-BFGS-B",
-        callback=callback,
-        options={"maxiter": max_iter, "gtol": tol, "ftol": 1e-15, "maxcor": 10},
-    )
-    final = to_curves(result.x)
-    _, gradient = curve_energy(field, final)
-    mean_gradient = np.einsum("b,bd->d", weights, gradient[:, 0, :])
-    converged = result.status == 0 or np.abs(result.jac).max(initial=0.0) <= 10 * tol
-    return final, mean_gradient, result.nit, bool(converged)
 
 
 class FrechetMean(BaseEstimator):
@@ -98,12 +39,13 @@ class FrechetMean(BaseEstimator):
       any space with a smooth ``field``): one L-BFGS minimization of
       :math:`\sum_i w_i E(c_i)` over the mean *and* all interior nodes of
       the discrete curves :math:`c_i` from the mean to every :math:`x_i`
-      (:func:`riemlocal.geodesics.curve_energy`), since
-      :math:`\min_c E(c) = d^2` at constant speed. No Log map is solved
-      separately. The solve runs with ``n_nodes`` segments and again
-      with twice as many (warm started), and the mean is Richardson
-      extrapolated, :math:`(4\mu_{2N} - \mu_N)/3` (the midpoint rule is
-      second order).
+      (:func:`riemlocal.numerics.minimize_curve_energy` with the mean as
+      the shared free first node), since :math:`\min_c E(c) = d^2` at
+      constant speed. No Log map is solved separately. Like Log and
+      distances, it runs at ``n_segments``, twice and four times as many
+      segments (warm started, :func:`riemlocal.numerics.extrapolate_levels`),
+      Romberg-extrapolates the mean and refines until its estimated error is
+      at most ``rtol`` times the rms distance.
 
     ``"auto"`` takes ``"joint"`` when the space has a smooth ``field``.
 
@@ -124,12 +66,13 @@ class FrechetMean(BaseEstimator):
     init : array-like of shape (dim,), default=None
         Starting point; ``None`` takes the weighted coordinate mean,
         projected onto the space when it has ``projection``.
-    n_nodes : int, default=8
-        Segments of the coarse discrete curves of ``"joint"`` (the fine ones
-        have twice as many). With the extrapolation the error of the mean
-        is about :math:`10^{-6}` (relative to the spread) on the body-shape
-        manifold and :math:`10^{-4}` on a strongly curved 2-D field at 8;
-        16 gives :math:`10^{-6}` there, at about twice the cost.
+    n_segments : int, default=4
+        Segments of the coarsest discrete curves of ``"joint"``.
+    rtol : float, default=1e-5
+        Requested error of the ``"joint"`` mean in the norm :math:`M(\mu)`,
+        relative to the rms distance (the scale of ``tol``).
+    max_segments : int, default=256
+        Cap on the segments of the ``"joint"`` curves.
     n_jobs : int, default=None
         Workers (joblib) for the batches of Log maps.
     verbose : bool, default=False
@@ -141,6 +84,8 @@ class FrechetMean(BaseEstimator):
         The mean.
     n_iter_ : int
         Karcher iterations (including rejected steps) or total L-BFGS iterations.
+    error_estimate_ : float
+        ``"joint"`` only: estimated error of the mean in the norm :math:`M(\mu)`, relative to the rms distance.
     grad_norm_ : float
         :math:`\|\bar v(\mu)\|_{M(\mu)}`, the norm of the Riemannian gradient
         of :math:`f`. For ``"joint"`` it is computed from the discrete
@@ -166,14 +111,27 @@ class FrechetMean(BaseEstimator):
     """
 
     def __init__(
-        self, space, *, method="auto", max_iter=100, tol=1e-5, init=None, n_nodes=8, n_jobs=None, verbose=False
+        self,
+        space,
+        *,
+        method="auto",
+        max_iter=100,
+        tol=1e-5,
+        init=None,
+        n_segments=4,
+        rtol=1e-5,
+        max_segments=256,
+        n_jobs=None,
+        verbose=False,
     ):
         self.space = space
         self.method = method
         self.max_iter = max_iter
         self.tol = tol
         self.init = init
-        self.n_nodes = n_nodes
+        self.n_segments = n_segments
+        self.rtol = rtol
+        self.max_segments = max_segments
         self.n_jobs = n_jobs
         self.verbose = verbose
 
@@ -193,7 +151,9 @@ class FrechetMean(BaseEstimator):
         dim = _tangent.point_dim(self.space)
         method = self._resolve_method()
         max_iter = check_int(self.max_iter, "max_iter")
-        check_int(self.n_nodes, "n_nodes", minimum=2)
+        check_int(self.n_segments, "n_segments", minimum=2)
+        check_int(self.max_segments, "max_segments", minimum=self.n_segments)
+        check_positive(self.rtol, "rtol")
         tol = check_positive(self.tol, "tol")
         check_n_jobs(self.n_jobs)
         X = validate_data(self, X, dtype=float)
@@ -214,9 +174,10 @@ class FrechetMean(BaseEstimator):
             solve = self._fit_joint if method == "joint" else self._fit_karcher
             self.estimate_, self.n_iter_, self.grad_norm_, converged, scale = solve(X, weights, start, max_iter, tol, bar)
         if not converged:
+            accuracy = f", estimated relative error {self.error_estimate_:.3g} (rtol={self.rtol:.3g})" if method == "joint" else ""
             warnings.warn(
                 f"FrechetMean ({method}) did not converge in {self.n_iter_} iterations: "
-                f"gradient norm {self.grad_norm_:.3g} (rms distance {scale:.3g}, tol={tol:.3g})",
+                f"gradient norm {self.grad_norm_:.3g} (rms distance {scale:.3g}, tol={tol:.3g}){accuracy}",
                 ConvergenceWarning,
                 stacklevel=2,
             )
@@ -242,7 +203,7 @@ class FrechetMean(BaseEstimator):
             bar.update()
             candidate = _tangent.exp(self.space, (step * gradient)[None], mean)[0]
             cand_value, cand_gradient, cand_norm = evaluate(candidate)
-            if cand_value <= value - _ARMIJO * step * grad_norm**2:
+            if cand_value <= value - ARMIJO * step * grad_norm**2:
                 mean, value, gradient, grad_norm = candidate, cand_value, cand_gradient, cand_norm
                 step = min(1.0, 2.0 * step)
             else:
@@ -251,25 +212,31 @@ class FrechetMean(BaseEstimator):
         return mean, n_iter, grad_norm, grad_norm <= tol * scale, scale
 
     def _fit_joint(self, X, weights, mean, max_iter, tol, bar):
-        field = self.space.field
-        n_segments = self.n_nodes
-        t = np.linspace(0.0, 1.0, n_segments + 1)[None, :, None]
-        curves = mean + t * (X - mean)[:, None, :]
-        factor = np.linalg.cholesky(_tangent.metric_matrix(self.space, mean))
-        means, n_iter, converged = [], 0, True
-        for level in range(2):
-            if level:
-                fine = np.empty((len(X), 2 * n_segments + 1, X.shape[1]))
-                fine[:, ::2], fine[:, 1::2] = curves, 0.5 * (curves[:, 1:] + curves[:, :-1])
-                curves, n_segments = fine, 2 * n_segments
-            curves, mean_gradient, level_iter, level_converged = _joint_level(
-                field, curves, weights, factor, tol, 20 * max_iter, lambda _: bar.update()
-            )
-            means.append(curves[0, 0].copy())
-            n_iter += level_iter
-            converged = converged and level_converged
-        estimate = (4.0 * means[1] - means[0]) / 3.0
-        metric = _tangent.metric_matrix(self.space, means[1])
+        field, dim = self.space.field, X.shape[1]
+        t = np.linspace(0.0, 1.0, self.n_segments + 1)[:, None]
+        curves = (mean + t * (X - mean)[:, None, :])[None]
+
+        def measure(minimum, rows):  # the mean and the rms distance
+            return np.concatenate([minimum.curves[:, 0, 0, :], np.sqrt(minimum.energy)[:, None]], axis=1)
+
+        def relative_error(value, error, unresolved):
+            metric = field.metric_matrix(value[:, :dim])
+            norm = np.sqrt(np.einsum("pi,pij,pj->p", error[:, :dim], metric, error[:, :dim]))
+            return np.maximum(norm / value[:, dim], unresolved)
+
+        def accept(value, error, unresolved, rows):
+            return relative_error(value, error, unresolved) <= self.rtol
+
+        result = extrapolate_levels(
+            field, curves, measure, accept, self.max_segments, weights=weights[None], free_start=True,
+            method="lbfgs", tol=tol, max_iter=20 * max_iter,
+        )
+        bar.update()
+        estimate, scale = result.value[0, :dim], float(result.value[0, dim])
+        self.error_estimate_ = float(relative_error(result.value, result.error, result.unresolved)[0])
+        final = result.curves[0]
+        mean_gradient = weights @ curve_energy(field, final)[1][:, 0, :]
+        metric = _tangent.metric_matrix(self.space, final[0, 0])
         grad_norm = 0.5 * float(np.sqrt(max(mean_gradient @ np.linalg.solve(metric, mean_gradient), 0.0)))
-        scale = float(np.sqrt(weights @ curve_energy(field, curves)[0]))
-        return estimate, n_iter, grad_norm, converged, scale
+        converged = bool(result.optimized[0]) and self.error_estimate_ <= self.rtol
+        return estimate, result.n_iter, grad_norm, converged, scale

@@ -24,9 +24,9 @@ import numpy as np
 
 from .validation import check_int, check_points, check_positive
 
-__all__ = ["batched_lbfgs", "batched_newton"]
+__all__ = ["ARMIJO", "batched_lbfgs", "batched_newton"]
 
-_ARMIJO = 1e-4
+ARMIJO = 1e-4  #: sufficient-decrease constant of every line search in riemlocal
 _MAX_BACKTRACKS = 20
 _MAX_STALLS = 10
 _ROUND_OFF = 1e-12  # relative change of the value treated as round-off by the approximate Wolfe test
@@ -228,7 +228,7 @@ def _backtrack(objective, x, value, rows, direction, slope):
         if new_extras is None:
             new_extras = [np.zeros((len(x),) + extra.shape[1:]) for extra in trial_extras]
         initial_slope = slope[trial_rows]
-        armijo = trial_value <= value[trial_rows] + _ARMIJO * step_length[trial_rows] * initial_slope
+        armijo = trial_value <= value[trial_rows] + ARMIJO * step_length[trial_rows] * initial_slope
         trial_slope = _dot(trial_gradient, direction[trial_rows])
         wolfe = (trial_value <= round_off[trial_rows]) & (trial_slope >= 0.9 * initial_slope)
         accepted = armijo | (wolfe & (trial_slope <= -0.8 * initial_slope))

@@ -1,0 +1,53 @@
+"""Geodesic numerics: the discrete curve energy, the energy-minimization core and the Exp/Log solver objects."""
+
+from ._energy import (
+    curve_energy,
+    initial_velocity,
+    laplacian_inverse_sqrt,
+    refine,
+    trapezoid_energy,
+)
+from ._minimize import (
+    METHODS,
+    NEWTON_MAX_DIM,
+    EnergyMinimum,
+    Extrapolation,
+    extrapolate_levels,
+    mean_metric_factors,
+    minimize_curve_energy,
+    resolve_method,
+)
+from ._solvers import (
+    CHUNK_SIZE,
+    EXP_ATOL_FACTOR,
+    RTOL,
+    BoundaryValueResult,
+    EnergyLogSolver,
+    ODEExpSolver,
+    integrate_geodesic,
+    solve_boundary_value,
+)
+
+__all__ = [
+    "curve_energy",
+    "initial_velocity",
+    "laplacian_inverse_sqrt",
+    "refine",
+    "trapezoid_energy",
+    "METHODS",
+    "NEWTON_MAX_DIM",
+    "EnergyMinimum",
+    "Extrapolation",
+    "extrapolate_levels",
+    "mean_metric_factors",
+    "minimize_curve_energy",
+    "resolve_method",
+    "CHUNK_SIZE",
+    "EXP_ATOL_FACTOR",
+    "RTOL",
+    "BoundaryValueResult",
+    "EnergyLogSolver",
+    "ODEExpSolver",
+    "integrate_geodesic",
+    "solve_boundary_value",
+]

@@ -1,0 +1,372 @@
+r"""The energy-minimization core: discrete curve energies with fixed and free nodes, at doubling resolutions.
+
+Log, distance and the joint Fréchet mean all minimize weighted sums of
+discrete curve energies (:func:`~riemlocal.numerics.curve_energy`):
+:func:`minimize_curve_energy` does it at one resolution, by Newton's method
+or L-BFGS (:mod:`riemlocal.utils.optimize`), and :func:`extrapolate_levels`
+repeats it at :math:`N, 2N, 4N, \dots` segments, warm started, with Romberg
+extrapolation and an error estimate.
+
+References: Nocedal & Wright, *Numerical Optimization*, 2nd ed., ch. 3 and 7;
+Hauberg, Freifeld & Black, *A Geometric Take on Metric Learning*, NIPS 2012, sec. 3.1.
+"""
+
+import functools
+from dataclasses import dataclass
+
+import numpy as np
+from scipy.linalg.lapack import dpbsv
+
+from ..utils.optimize import batched_lbfgs, batched_newton
+from ..utils.validation import check_option
+from ._energy import curve_energy, laplacian_inverse_sqrt, refine, trapezoid_energy
+
+__all__ = [
+    "METHODS",
+    "EnergyMinimum",
+    "Extrapolation",
+    "mean_metric_factors",
+    "minimize_curve_energy",
+    "extrapolate_levels",
+    "resolve_method",
+]
+
+METHODS = ("auto", "newton", "lbfgs")  #: energy minimizers
+NEWTON_MAX_DIM = 8  # "auto" takes Newton up to this dimension (above, L-BFGS is faster: benchmarks/bench_geodesics.py)
+ERROR_SAFETY = 2.0  # error estimates are this multiple of the last Romberg correction (extrapolate_levels)
+RESOLVED_RATIO = 3.0  # the quadrature gap falls by 4 per level where the metric is resolved, by 2 where it is not
+STALL_FACTOR = 10.0
+COARSE_TOL_FACTOR = 100.0  # the coarsest level weighs 1/45 in the extrapolation: it is minimized to this times tol  # a minimization whose gradient norm ends above STALL_FACTOR * tol did not converge
+UNRESOLVED = 1e-8  #: curves this short (relative to their coordinates) stay straight: round-off hides their geometry
+_DAMPING = 10.0 ** np.arange(-3, 5)  # Levenberg--Marquardt shifts tried where the energy Hessian is indefinite
+
+
+def resolve_method(method, dim, free_start=False):
+    """``"newton"`` or ``"lbfgs"`` for ``method`` in :data:`METHODS`; ``"auto"`` takes Newton up to ``dim = 8``."""
+    if check_option(method, "method", METHODS) == "auto":
+        return "newton" if dim <= NEWTON_MAX_DIM and not free_start else "lbfgs"
+    if method == "newton" and free_start:
+        raise ValueError("method='newton' needs fixed first nodes (free_start=False); use 'lbfgs' or 'auto'")
+    return method
+
+
+@dataclass
+class EnergyMinimum:
+    """Minimized curves of :func:`minimize_curve_energy`.
+
+    Attributes
+    ----------
+    curves : ndarray of shape (n_problems, n_curves, N + 1, dim)
+    energy : ndarray of shape (n_problems,)
+        :math:`\\sum_i p_i E(c_i)` of each problem.
+    n_iter : int
+        Iterations of the slowest problem.
+    gradient_norm : ndarray of shape (n_problems,)
+        Final preconditioned gradient norm (relative to the energy); at most ``tol`` when converged.
+    """
+
+    curves: np.ndarray
+    energy: np.ndarray
+    n_iter: int
+    gradient_norm: np.ndarray
+
+
+def mean_metric_factors(field, curves, weights):
+    """Cholesky factors :math:`L_b` of :math:`\\bar M_b` at the weighted centroid of each problem's nodes, and their inverses."""
+    centroids = np.einsum("pc,pcnd->pd", weights, curves) / curves.shape[2]
+    factors = np.linalg.cholesky(field.metric_matrix(centroids))
+    return factors, np.linalg.inv(factors)
+
+
+def minimize_curve_energy(field, curves, weights=None, free_start=False, method="auto", tol=1e-7, max_iter=2000, factors=None):
+    r"""Minimize :math:`\sum_i p_{bi} E(c_{bi})` of every problem :math:`b` over its free nodes.
+
+    The free nodes are the interior nodes of every curve and, with
+    ``free_start``, the first node, shared by all curves of a problem (the
+    Fréchet mean: ``curves[b, i, 0]`` are then equal); the last nodes are fixed.
+    Problem :math:`b` minimizes :math:`f_b = \sum_i p_{bi} E(c_{bi}) / E^0_b`,
+    :math:`E^0_b = \sum_i p_{bi} \|L_b^T (c_{biN} - c_{bi0})\|^2` (straight
+    lines in the metric :math:`\bar M_b = L_b L_b^T` at the centroid of its
+    nodes), in variables where :math:`f_b` of the constant metric
+    :math:`\bar M_b` is the identity quadratic: interior offsets
+    :math:`\sqrt{E^0_b / (2 N p_{bi})}\; S \Lambda^{-1/2} S\, z_{bi}\, L_b^{-1}`
+    (:math:`S` the orthonormal DST-I, :func:`laplacian_inverse_sqrt`) and a
+    shared shift :math:`\sqrt{E^0_b / 2}\; L_b^{-T} s_b` of the first node
+    that drags node :math:`j` by :math:`(1 - j/N)`. ``tol`` applies to the
+    gradient in these variables. Problems shorter than round-off allows to
+    resolve keep their straight lines.
+
+    ``method="newton"`` (fixed first nodes only) solves the block-tridiagonal
+    Newton system (:func:`curve_energy` with ``hessian=True``) by a banded
+    Cholesky factorization, :math:`O(N D^3)`; where the Hessian is not
+    positive definite it is shifted by a multiple of the Hessian of the
+    constant metric :math:`\bar M_b` (Levenberg--Marquardt, the smallest in
+    ``_DAMPING`` that works). ``method="lbfgs"`` needs gradients only.
+
+    Parameters
+    ----------
+    field : MetricField
+    curves : ndarray of shape (n_problems, n_curves, N + 1, dim)
+        Starting curves (not modified).
+    weights : ndarray of shape (n_problems, n_curves), default=None
+        :math:`p_{bi} > 0`, summing to 1 per problem; default uniform.
+    free_start : bool, default=False
+    method : {"auto", "newton", "lbfgs"}, default="auto"
+    tol : float, default=1e-7
+    max_iter : int, default=2000
+    factors : tuple of ndarray of shape (n_problems, dim, dim), default=None
+        :math:`L_b` and :math:`L_b^{-1}` (:func:`mean_metric_factors`, the default), to reuse them across calls.
+
+    Returns
+    -------
+    EnergyMinimum
+    """
+    curves = np.array(curves, dtype=float)
+    n_problems, n_curves, _, dim = curves.shape
+    weights = np.full((n_problems, n_curves), 1.0 / n_curves) if weights is None else np.asarray(weights, dtype=float)
+    method = resolve_method(method, dim, free_start)
+    ends = curves[:, :, [0, -1]]
+    span = np.abs(ends[:, :, 1] - ends[:, :, 0]).max(axis=(1, 2))
+    active = span > UNRESOLVED * (1.0 + np.abs(ends).max(axis=(1, 2, 3)))
+    energy, gradient_norm, n_iter = np.zeros(n_problems), np.zeros(n_problems), 0
+    if not active.all():
+        energy[~active] = np.einsum("pc,pc->p", weights[~active], curve_energy(field, curves[~active])[0])
+    if active.any():
+        factors = mean_metric_factors(field, curves, weights) if factors is None else factors
+        chart = _Chart(field, curves[active], weights[active], free_start, method == "newton", *(f[active] for f in factors))
+        z0 = np.zeros((int(active.sum()), chart.n_variables))
+        if method == "newton":
+            z, value, n_iter, gradient_norm[active] = batched_newton(chart.objective, chart.newton_step, z0, tol, max_iter)
+        else:
+            z, value, n_iter, gradient_norm[active] = batched_lbfgs(chart.objective, z0, tol, max_iter)
+        curves[active] = chart.to_curves(z, slice(None))
+        energy[active] = value * chart.normalizer
+    return EnergyMinimum(curves, energy, n_iter, gradient_norm)
+
+
+class _Chart:
+    """The preconditioned variables of :func:`minimize_curve_energy` and the objective in them."""
+
+    def __init__(self, field, curves, weights, free_start, newton, factors, inverse_factors):
+        self.field, self.start, self.weights, self.free_start, self.newton = field, curves, weights, free_start, newton
+        _, n_curves, n_nodes, dim = curves.shape
+        self.n_segments = n_nodes - 1
+        self.factors, self.inverse_factors = factors, inverse_factors  # L and L^{-1}, (problems, dim, dim)
+        straight = np.einsum("pcd,pde->pce", curves[:, :, -1] - curves[:, :, 0], self.factors)
+        self.normalizer = np.einsum("pc,pc->p", weights, np.sum(straight**2, axis=-1))  # E^0
+        self.lengths = np.sqrt(self.normalizer)
+        self.curve_scales = self.lengths[:, None] / np.sqrt(2.0 * self.n_segments * weights)
+        self.preconditioner = laplacian_inverse_sqrt(self.n_segments)
+        self.inverse_preconditioner = np.linalg.inv(self.preconditioner) if newton else None
+        self.taper = 1.0 - np.arange(n_nodes) / self.n_segments
+        self.n_shift = dim if free_start else 0
+        self.n_variables = self.n_shift + n_curves * (self.n_segments - 1) * dim
+
+    def to_curves(self, z, rows):
+        full = self.start[rows].copy()
+        inverse_factors = self.inverse_factors[rows]
+        if self.free_start:
+            shift = np.einsum("pd,pde->pe", z[:, : self.n_shift], inverse_factors) * (self.lengths[rows, None] / np.sqrt(2.0))
+            full += self.taper[:, None] * shift[:, None, None, :]
+        offsets = z[:, self.n_shift :].reshape(len(z), full.shape[1], self.n_segments - 1, -1)
+        offsets = self.curve_scales[rows][:, :, None, None] * (self.preconditioner @ offsets)
+        full[:, :, 1:-1, :] += offsets @ inverse_factors[:, None]
+        return full
+
+    def objective(self, z, rows):
+        energy, gradient, *hessian = curve_energy(self.field, self.to_curves(z, rows), hessian=self.newton)
+        scale = self.weights[rows] / self.normalizer[rows, None]  # d f / d E_i
+        value = np.einsum("pc,pc->p", scale, energy)
+        gradient *= scale[:, :, None, None]
+        inverse_factors = self.inverse_factors[rows]
+        inner = gradient[:, :, 1:-1, :] @ np.swapaxes(inverse_factors, -1, -2)[:, None]
+        parts = [(self.curve_scales[rows][:, :, None, None] * (self.preconditioner @ inner)).reshape(len(z), -1)]
+        if self.free_start:
+            shift_gradient = np.einsum("n,pcnd->pd", self.taper, gradient)
+            parts.insert(0, np.einsum("pde,pe->pd", inverse_factors, shift_gradient) * (self.lengths[rows, None] / np.sqrt(2.0)))
+        gradient_z = np.concatenate(parts, axis=1) if len(parts) > 1 else parts[0]
+        if not self.newton:
+            return value, gradient_z
+        diagonal, upper = (block * scale[:, :, None, None, None] for block in hessian)
+        return value, gradient_z, gradient[:, :, 1:-1, :], diagonal, upper
+
+    def newton_step(self, z, rows, gradient_z, node_gradient, diagonal, upper):
+        """Newton direction in z: solve the banded node-space system, map back by the inverse change of variables."""
+        k, n_curves, n_interior, dim = node_gradient.shape
+        rhs = -node_gradient.reshape(k, -1)
+        step, indefinite = _solve_band_spd(_upper_band(*_blocks(diagonal, upper)), rhs)
+        metric = self.factors[rows] @ np.swapaxes(self.factors[rows], -1, -2)
+        reference = (2.0 * self.n_segments * self.weights[rows] / self.normalizer[rows, None])[:, :, None, None, None]
+        for shift in _DAMPING:
+            if not indefinite.any():
+                break
+            p = np.flatnonzero(indefinite)
+            scaled = shift * reference[p] * metric[p, None, None]  # M_bar blocks of the constant-metric Hessian
+            damped = _blocks(diagonal[p] + 2.0 * scaled, upper[p] - scaled)
+            step[p], indefinite[p] = _solve_band_spd(_upper_band(*damped), rhs[p])
+        nodes = step.reshape(k, n_curves, n_interior, dim) @ self.factors[rows][:, None]
+        return ((self.inverse_preconditioner @ nodes) / self.curve_scales[rows][:, :, None, None]).reshape(k, -1)
+
+
+def _blocks(diagonal, upper):
+    """Diagonal and upper blocks ``(k, n_curves (N - 1), dim, dim)`` of a problem's node Hessian: curves do not couple."""
+    k, n_curves, n_interior, dim, _ = diagonal.shape
+    full_upper = np.zeros((k, n_curves, n_interior, dim, dim))
+    full_upper[:, :, :-1] = upper
+    return diagonal.reshape(k, -1, dim, dim), full_upper.reshape(k, -1, dim, dim)[:, :-1]
+def _upper_band(diagonal, upper):
+    """LAPACK upper band storage (``kd = 2 dim - 1``) of symmetric block-tridiagonal matrices.
+
+    ``diagonal`` ``(batch, n, dim, dim)`` and ``upper`` ``(batch, n - 1, dim, dim)``
+    give ``(batch, 2 dim, n dim)`` with ``band[kd + i - j, j] = H[i, j]`` for ``i <= j``.
+    """
+    batch, n, dim, _ = diagonal.shape
+    band = np.zeros((batch, 2 * dim, n * dim))
+    (rows, columns, a, c), (upper_rows, upper_columns, ua, uc) = _band_positions(n, dim)
+    band[:, rows, columns] = diagonal[:, :, a, c]
+    band[:, upper_rows, upper_columns] = upper[:, :, ua, uc]
+    return band
+
+
+@functools.lru_cache(maxsize=64)
+def _band_positions(n, dim):
+    """Where :func:`_upper_band` puts the entries ``[a, c]`` (``a <= c``) of diagonal blocks and all of upper ones."""
+    kd = 2 * dim - 1
+    a, c = np.triu_indices(dim)
+    ua, uc = np.indices((dim, dim)).reshape(2, -1)
+    return (
+        (kd + a - c, dim * np.arange(n)[:, None] + c, a, c),
+        (kd - dim + ua - uc, dim * np.arange(1, n)[:, None] + uc, ua, uc),
+    )
+
+
+def _solve_band_spd(band, rhs):
+    """Solve each system ``band[b] x = rhs[b]`` (LAPACK ``dpbsv``); also returns which were not positive definite."""
+    solution, indefinite = np.zeros_like(rhs), np.zeros(len(rhs), dtype=bool)
+    for b in range(len(rhs)):
+        _, x, info = dpbsv(band[b], rhs[b])
+        indefinite[b] = info != 0
+        if info == 0:
+            solution[b] = x
+    return solution, indefinite
+
+
+
+
+@dataclass
+class Extrapolation:
+    """Result of :func:`extrapolate_levels`, per problem.
+
+    Attributes
+    ----------
+    value : ndarray of shape (n_problems, n_measures)
+        Romberg-extrapolated measures.
+    error : ndarray of shape (n_problems, n_measures)
+        Signed error estimate of ``value``: ``ERROR_SAFETY`` times the last Romberg correction.
+    curves : list of ndarray of shape (n_curves, n_segments + 1, dim)
+        The finest minimized curves of each problem.
+    n_segments : ndarray of int of shape (n_problems,)
+        Segments of the finest level.
+    n_iter : int
+        Iterations summed over the levels (slowest problem of each).
+    unresolved : ndarray of shape (n_problems,)
+        0 where the metric is resolved along the finest curves: the relative
+        gap between their :func:`trapezoid_energy` and their (midpoint)
+        energy fell by at least ``RESOLVED_RATIO`` from the level before;
+        elsewhere that gap (the Romberg estimate is then void).
+    optimized : ndarray of bool of shape (n_problems,)
+        Whether the minimization met ``tol`` at every level.
+    """
+
+    value: np.ndarray
+    error: np.ndarray
+    unresolved: np.ndarray
+    curves: list
+    n_segments: np.ndarray
+    n_iter: int
+    optimized: np.ndarray
+
+
+def extrapolate_levels(field, curves, measure, accept, max_segments, *, weights=None, free_start=False, method, tol, max_iter):
+    r"""Minimize at :math:`N, 2N, 4N, \dots` segments and Romberg-extrapolate a measure of the minimizers.
+
+    Each level starts from the previous minimizer with the midpoint of every
+    segment inserted (:func:`refine`). A measure of the minimizer at level
+    :math:`k` (length, initial velocity, mean...) has an error expansion in
+    even powers of :math:`1/N` (midpoint rule), so with
+    :math:`T_{k,0}` = ``measure`` at level :math:`k`,
+
+    .. math::
+        T_{k,j} = T_{k,j-1} + \frac{T_{k,j-1} - T_{k-1,j-1}}{4^j - 1}, \qquad j \le \min(k, 2),
+
+    is of order :math:`2j + 2`. The value is the last entry of the newest row
+    and its error estimate ``ERROR_SAFETY`` times the difference to the entry
+    before (the error of the lower-order value, Romberg's classical estimate,
+    with a safety factor). That expansion, and the estimate, hold only where
+    the segments resolve the metric; where the relative gap between the
+    trapezoid and the midpoint energy (:func:`trapezoid_energy`) does not
+    fall like :math:`N^{-2}`, the gap is reported as ``unresolved``. From
+    the third level on, every problem for which ``accept(value, error,
+    unresolved, rows)`` holds stops; the others are refined until their
+    finest level would exceed ``max_segments``.
+
+    Parameters
+    ----------
+    field : MetricField
+    curves : ndarray of shape (n_problems, n_curves, N + 1, dim)
+        Curves of the coarsest level (the starting point of its minimization).
+    measure : callable
+        ``measure(minimum, rows)`` -> ``(len(rows), n_measures)`` for an
+        :class:`EnergyMinimum` of the problems ``rows`` (indices into the
+        original problems).
+    accept : callable
+        ``accept(value, error, unresolved, rows)`` -> boolean ``(len(rows),)``.
+    max_segments : int
+    weights, free_start, method, tol, max_iter
+        As for :func:`minimize_curve_energy`.
+
+    Returns
+    -------
+    Extrapolation
+    """
+    n_problems, n_curves = curves.shape[:2]
+    weights = np.full((n_problems, n_curves), 1.0 / n_curves) if weights is None else np.asarray(weights, dtype=float)
+    rows, n_segments, level, previous, n_iter = np.arange(n_problems), curves.shape[2] - 1, 0, None, 0
+    value = error = previous_gap = None
+    factors = mean_metric_factors(field, curves, weights)
+    finest, segments, optimized = [None] * n_problems, np.zeros(n_problems, dtype=int), np.ones(n_problems, dtype=bool)
+    unresolved = np.zeros(n_problems)
+    while True:
+        level_tol = tol * (COARSE_TOL_FACTOR if level == 0 else 1.0)
+        minimum = minimize_curve_energy(
+            field, curves, weights[rows], free_start, method, level_tol, max_iter, tuple(f[rows] for f in factors)
+        )
+        n_iter += minimum.n_iter
+        optimized[rows] &= minimum.gradient_norm <= STALL_FACTOR * level_tol
+        row = [measure(minimum, rows)]
+        for j in range(1, min(level, 2) + 1):
+            row.append(row[j - 1] + (row[j - 1] - previous[j - 1]) / (4.0**j - 1.0))
+        if value is None:
+            value, error = np.empty((n_problems,) + row[0].shape[1:]), np.empty((n_problems,) + row[0].shape[1:])
+        value[rows] = row[-1]
+        error[rows] = ERROR_SAFETY * (row[-1] - row[-2]) if level else np.inf
+        gap = None
+        if level:  # the gap is compared from level 1 on
+            gap = _quadrature_gap(field, minimum, weights[rows])
+            unresolved[rows] = gap if level == 1 else np.where(previous_gap >= RESOLVED_RATIO * gap, 0.0, gap)
+        segments[rows] = n_segments
+        for i, curve in zip(rows, minimum.curves):
+            finest[i] = curve
+        done = np.full(len(rows), 2 * n_segments > max_segments)
+        if level >= 2:
+            done |= accept(value[rows], error[rows], unresolved[rows], rows)
+        if done.all():
+            return Extrapolation(value, error, unresolved, finest, segments, n_iter, optimized)
+        rows, previous, previous_gap = rows[~done], [entry[~done] for entry in row], None if gap is None else gap[~done]
+        curves, n_segments, level = refine(minimum.curves[~done]), 2 * n_segments, level + 1
+
+
+def _quadrature_gap(field, minimum, weights):
+    """Relative gap between the trapezoid and the midpoint energy of each problem's minimized curves (0 for no energy)."""
+    gap = np.abs(np.einsum("pc,pc->p", weights, trapezoid_energy(field, minimum.curves)) - minimum.energy)
+    return np.divide(gap, minimum.energy, out=np.zeros_like(gap), where=minimum.energy > 0)

@@ -1,0 +1,376 @@
+r"""Geodesic solver objects for a smooth :class:`~riemlocal.fields.MetricField` (geomstats' pattern).
+
+* :class:`ODEExpSolver` -- Exp (initial-value problem): Dormand--Prince
+  integration of :math:`c'' = -\Gamma(c', c')` (:meth:`MetricField.geodesic_acceleration`).
+* :class:`EnergyLogSolver` -- Log and distance (boundary-value problem):
+  discrete energy minimization at doubling resolutions, Romberg
+  extrapolated, refined until the estimated relative error of the distance
+  meets ``rtol`` (:func:`~riemlocal.numerics.extrapolate_levels`).
+
+A :class:`~riemlocal.manifold.LearnedMetric` holds one of each as
+``exp_solver`` and ``log_solver`` and only forwards to them; either can be
+replaced by any object with the same methods.
+
+References: Hauberg, Freifeld & Black, *A Geometric Take on Metric Learning*,
+NIPS 2012, sec. 3.1 (with the corrected geodesic equation; see DESIGN.md).
+"""
+
+import warnings
+from dataclasses import dataclass
+
+import numpy as np
+from scipy.integrate import solve_ivp
+from sklearn.exceptions import ConvergenceWarning
+
+from ..utils.parallel import parallel_map
+from ..utils.validation import check_int, check_option, check_points, check_positive
+from ._energy import initial_velocity
+from ._minimize import METHODS, UNRESOLVED, extrapolate_levels
+
+__all__ = ["CHUNK_SIZE", "EXP_ATOL_FACTOR", "RTOL", "BoundaryValueResult", "EnergyLogSolver", "ODEExpSolver", "integrate_geodesic", "solve_boundary_value"]
+
+CHUNK_SIZE = 16  #: default pairs solved jointly in one vectorized problem
+EXP_ATOL_FACTOR = 1e-2  #: Exp's absolute tolerance is ``rtol * EXP_ATOL_FACTOR``
+RTOL = 1e-6  #: default relative tolerance of Exp and of distances
+
+
+def integrate_geodesic(field, tangent_vec, base_point, t_eval=(1.0,), rtol=1e-9, atol=1e-11, max_step=np.inf):
+    """Integrate :math:`c'' = -\\Gamma(c', c')` from ``base_point`` with velocity ``tangent_vec``.
+
+    Parameters
+    ----------
+    field : MetricField
+    tangent_vec, base_point : ndarray of shape (batch, dim)
+    t_eval : sequence of float
+        Times (in [0, 1] for Exp) at which to return the curve.
+    rtol, atol : float
+        Tolerances of the Dormand--Prince (DOP853) integrator.
+
+    Returns
+    -------
+    ndarray of shape (batch, len(t_eval), dim)
+    """
+    batch, dim = base_point.shape
+    times, position = np.unique(np.asarray(t_eval, dtype=float), return_inverse=True)
+    t_end = float(times.max(initial=0.0))
+    if t_end <= 0.0:
+        return np.broadcast_to(base_point[:, None, :], (batch, len(position), dim)).copy()
+
+    def rhs(_, state):
+        position, velocity = state.reshape(2, batch, dim)
+        return np.concatenate([velocity.ravel(), field._acceleration(velocity, position).ravel()])
+
+    state0 = np.concatenate([base_point.ravel(), tangent_vec.ravel()])
+    solution = solve_ivp(rhs, (0.0, t_end), state0, method="DOP853", t_eval=times, rtol=rtol, atol=atol, max_step=max_step)
+    if solution.status != 0:
+        raise RuntimeError(f"geodesic integration failed: {solution.message}")
+    positions = np.moveaxis(solution.y[: batch * dim].reshape(batch, dim, len(times)), -1, 1)
+    return positions[:, position]
+
+
+def _broadcast_pairs(first, second, names, dim):
+    """Validate two point arrays and broadcast them to ``(n_pairs, dim)``; also returns the batch shape."""
+    a, b = check_points(first, dim, names[0]), check_points(second, dim, names[1])
+    try:
+        shape = np.broadcast_shapes(a.shape, b.shape)
+    except ValueError:
+        raise ValueError(f"{names[0]} of shape {a.shape} and {names[1]} of shape {b.shape} do not broadcast together") from None
+    if int(np.prod(shape[:-1])) == 0:
+        raise ValueError(f"{names[0]} and {names[1]} must hold at least one point, got shape {shape}")
+    return np.broadcast_to(a, shape).reshape(-1, dim), np.broadcast_to(b, shape).reshape(-1, dim), shape[:-1]
+
+
+def _map_chunks(solve, a, b, chunk_size, n_jobs, verbose, description):
+    """``solve`` on chunks of the pairs ``(a, b)`` (joblib), outputs concatenated along the pair axis."""
+    chunks = [slice(i, i + chunk_size) for i in range(0, len(a), chunk_size)]
+    parts = parallel_map(solve, [(a[c], b[c]) for c in chunks], n_jobs, verbose, description)
+    return [np.concatenate(outputs) for outputs in zip(*parts)]
+
+
+class ODEExpSolver:
+    """Exp and geodesics from an initial velocity, by Dormand--Prince (DOP853) integration.
+
+    Parameters
+    ----------
+    field : MetricField
+        A smooth field.
+    rtol : float, default=1e-6
+        Relative tolerance of the integrator (absolute: ``rtol * EXP_ATOL_FACTOR``);
+        it keeps Exp's relative error below 5e-8 in ``benchmarks/bench_geodesics.py``.
+    chunk_size : int, default=16
+        Geodesics integrated jointly.
+    n_jobs : int, default=None
+        Parallel chunks through joblib.
+    verbose : bool, default=False
+        Progress bar over chunks.
+    """
+
+    solves_ivp = True  # geomstats: geodesic_ivp is available
+
+    def __init__(self, field, rtol=RTOL, chunk_size=CHUNK_SIZE, n_jobs=None, verbose=False):
+        self.field, self.rtol, self.chunk_size, self.n_jobs, self.verbose = field, rtol, chunk_size, n_jobs, verbose
+        self._check()
+
+    def _check(self):
+        check_positive(self.rtol, "rtol")
+        check_int(self.chunk_size, "chunk_size")
+
+    @property
+    def tolerances(self):
+        """``(rtol, atol)`` of the integrator, ``atol = rtol * EXP_ATOL_FACTOR`` (also used for transport and Jacobi fields)."""
+        return self.rtol, self.rtol * EXP_ATOL_FACTOR
+
+    def _integrate(self, tangent_vec, base_point, t_eval):
+        return integrate_geodesic(self.field, tangent_vec, base_point, t_eval, *self.tolerances)
+
+    def exp(self, tangent_vec, base_point):
+        r""":math:`\mathrm{Exp}_x(v) = c(1)` for the geodesic with :math:`c(0) = x`, :math:`c'(0) = v`; shape ``(..., dim)``."""
+        self._check()
+        v, x, shape = _broadcast_pairs(tangent_vec, base_point, ("tangent_vec", "base_point"), self.field.dim)
+
+        def solve(v, x):
+            return (self._integrate(v, x, (1.0,))[:, 0],)
+
+        (end,) = _map_chunks(solve, v, x, self.chunk_size, self.n_jobs, self.verbose, "Exp (initial-value problems)")
+        return end.reshape(shape + (self.field.dim,))
+
+    def geodesic_ivp(self, tangent_vec, base_point):
+        """Geodesic as a callable ``path(t)`` -> points of shape ``(..., n_times, dim)``; ``t`` a scalar or 1-D array >= 0."""
+        self._check()
+        v, x, shape = _broadcast_pairs(tangent_vec, base_point, ("initial_tangent_vec", "initial_point"), self.field.dim)
+
+        def path(t):
+            t = np.atleast_1d(np.asarray(t, dtype=float))
+            if t.ndim != 1 or not np.all(np.isfinite(t)) or np.any(t < 0):
+                raise ValueError(f"t must be a finite non-negative scalar or 1-D array, got shape {t.shape}")
+            return self._integrate(v, x, t).reshape(shape + (len(t), self.field.dim))
+
+        return path
+
+
+@dataclass
+class BoundaryValueResult:
+    """Geodesics between pairs of points, each array of the pairs' batch shape ``(...)``.
+
+    Attributes
+    ----------
+    initial_velocity : ndarray of shape (..., dim)
+        :math:`c'(0) = \\mathrm{Log}_x(y)`.
+    length : ndarray of shape (...)
+        Geodesic distance.
+    error_estimate : ndarray of shape (...)
+        Estimated relative error of ``length``.
+    log_error_estimate : ndarray of shape (...)
+        Estimated error of ``initial_velocity`` in the norm :math:`M(x)`, relative to ``length``.
+    n_segments : ndarray of int of shape (...)
+        Segments of the finest discrete geodesic.
+    converged : ndarray of bool of shape (...)
+        Whether the minimization converged and ``error_estimate <= rtol``.
+    curves : ndarray of object of shape (...)
+        The finest discrete geodesic of each pair, shape ``(n_segments + 1, dim)``.
+    n_iter : int
+        Iterations of the slowest chunk, summed over its levels.
+    """
+
+    initial_velocity: np.ndarray
+    length: np.ndarray
+    error_estimate: np.ndarray
+    log_error_estimate: np.ndarray
+    n_segments: np.ndarray
+    converged: np.ndarray
+    curves: np.ndarray
+    n_iter: int
+
+
+class EnergyLogSolver:
+    r"""Log and distance by discrete energy minimization, refined until the distance is certified.
+
+    Discrete geodesics with :math:`N, 2N, 4N, \dots` segments (``N =
+    n_segments``) minimize the discrete curve energy; their lengths and
+    initial velocities (discrete Legendre transform) are Romberg
+    extrapolated (:func:`~riemlocal.numerics.extrapolate_levels`). From the
+    third level on, a pair stops when the estimated relative error of its
+    distance is at most ``rtol`` and, for :meth:`log` and :meth:`solve`, that
+    of its Log vector at most ``log_rtol``; a pair still above them when the
+    next level would exceed ``max_segments`` is returned with a
+    ``ConvergenceWarning`` that gives the estimate.
+
+    Parameters
+    ----------
+    field : MetricField
+        A smooth field.
+    n_segments : int, default=8
+        Segments (>= 2) of the coarsest discrete geodesic; at least three
+        levels (8, 16 and 32 segments by default) are solved.
+    rtol : float, default=1e-6
+        Requested relative error of the distance.
+    log_rtol : float, default=1e-4
+        Requested error of Log vectors in the norm :math:`M(x)`, relative to
+        the distance. Looser than ``rtol``: a Log vector depends to first
+        order on the discrete curve, its length to second order.
+    max_segments : int, default=1024
+        Cap on the segments of the finest level.
+    tol : float, default=1e-7
+        Tolerance of the energy minimization (preconditioned gradient norm).
+    max_iter : int, default=2000
+        Iterations per level.
+    method : {"auto", "newton", "lbfgs"}, default="auto"
+        Newton's method on the block-tridiagonal energy Hessian (:math:`O(N D^3)`
+        per step) or L-BFGS (:math:`O(N D^2)`); ``"auto"`` takes Newton up to ``dim = 8``.
+    chunk_size : int, default=16
+        Pairs solved jointly in one vectorized problem.
+    n_jobs : int, default=None
+        Parallel chunks through joblib (any joblib backend, e.g. dask); BLAS
+        is limited to one thread inside workers.
+    verbose : bool, default=False
+        Progress bar over chunks.
+
+    Attributes
+    ----------
+    last_result_ : BoundaryValueResult
+        All results of the latest call, including the error estimates per pair.
+    """
+
+    def __init__(
+        self,
+        field,
+        n_segments=8,
+        rtol=RTOL,
+        log_rtol=1e-4,
+        max_segments=1024,
+        tol=1e-7,
+        max_iter=2000,
+        method="auto",
+        chunk_size=CHUNK_SIZE,
+        n_jobs=None,
+        verbose=False,
+    ):
+        self.field = field
+        self.n_segments, self.rtol, self.log_rtol, self.max_segments = n_segments, rtol, log_rtol, max_segments
+        self.tol, self.max_iter, self.method = tol, max_iter, method
+        self.chunk_size, self.n_jobs, self.verbose = chunk_size, n_jobs, verbose
+        self._check()
+
+    def _check(self):
+        check_int(self.n_segments, "n_segments", minimum=2)
+        check_int(self.max_segments, "max_segments", minimum=self.n_segments)
+        check_positive(self.rtol, "rtol")
+        check_positive(self.log_rtol, "log_rtol")
+        check_positive(self.tol, "tol")
+        check_int(self.max_iter, "max_iter")
+        check_option(self.method, "method", METHODS)
+        check_int(self.chunk_size, "chunk_size")
+
+    def log(self, point, base_point):
+        r""":math:`\mathrm{Log}_x(y) = c'(0)` of the constant-speed geodesic from :math:`x` to :math:`y` on [0, 1]."""
+        return self.solve(point, base_point).initial_velocity
+
+    def dist(self, point_a, point_b):
+        """Geodesic distance (length of the shortest curve), shape ``(...)``."""
+        return self.solve(point_b, point_a, ("point_b", "point_a"), log_rtol=np.inf).length
+
+    def solve(self, point, base_point, names=("point", "base_point"), log_rtol=None):
+        """Geodesics from ``base_point`` to ``point`` (shapes ``(..., dim)``, broadcast); sets ``last_result_``.
+
+        ``log_rtol`` overrides the option of the same name (``np.inf``: distances only).
+        """
+        self._check()
+        log_rtol = self.log_rtol if log_rtol is None else log_rtol
+        y, x, shape = _broadcast_pairs(point, base_point, names, self.field.dim)
+
+        def solve_chunk(point, base_point):
+            return self._solve_chunk(point, base_point, log_rtol)
+
+        outputs = _map_chunks(solve_chunk, y, x, self.chunk_size, self.n_jobs, self.verbose, "geodesic boundary-value problems")
+        velocity, length, error, log_error, n_segments, optimized, curves, n_iter = outputs
+        converged = optimized & (error <= self.rtol) & (log_error <= log_rtol)
+        self.last_result_ = BoundaryValueResult(
+            initial_velocity=velocity.reshape(shape + (self.field.dim,)),
+            length=length.reshape(shape),
+            error_estimate=error.reshape(shape),
+            log_error_estimate=log_error.reshape(shape),
+            n_segments=n_segments.reshape(shape),
+            converged=converged.reshape(shape),
+            curves=curves.reshape(shape),
+            n_iter=int(n_iter.max()),
+        )
+        self._warn(optimized, error, log_error, log_rtol)
+        return self.last_result_
+
+    def _solve_chunk(self, point, base_point, log_rtol):
+        """Solve pairs ``(n, dim)``; pairs closer than round-off resolves (``UNRESOLVED``) are straight segments."""
+        n_pairs = len(point)
+        step, midpoint = point - base_point, 0.5 * (point + base_point)
+        scale = 1.0 + np.maximum(np.abs(point), np.abs(base_point)).max(axis=1)
+        velocity, length = step.copy(), np.sqrt(np.einsum("pi,pi->p", step, self.field.metric_vector_product(step, midpoint)))
+        dist_error, log_error, n_segments = np.zeros(n_pairs), np.zeros(n_pairs), np.ones(n_pairs, dtype=int)
+        optimized, curves, n_iter = np.ones(n_pairs, dtype=bool), np.empty(n_pairs, dtype=object), 0
+        for row, segment in enumerate(np.stack([base_point, point], axis=1)):
+            curves[row] = segment
+        rows = np.flatnonzero(np.abs(step).max(axis=1) > UNRESOLVED * scale)
+        if len(rows):
+            base_metric = self.field.metric_matrix(base_point[rows])
+            t = np.linspace(0.0, 1.0, self.n_segments + 1)[:, None]
+            start = (base_point[rows, None, :] + t * step[rows, None, :])[:, None]
+
+            def measure(minimum, subset):
+                velocity = initial_velocity(self.field, minimum.curves[:, 0], base_metric[subset])
+                return np.concatenate([np.sqrt(np.maximum(minimum.energy, 0.0))[:, None], velocity], axis=1)
+
+            def estimates(value, error, unresolved, metric):
+                """Relative error estimates of the distance and of the Log vector."""
+                velocity_error = error[:, 1:]
+                log_error = np.sqrt(np.maximum(np.einsum("pi,pij,pj->p", velocity_error, metric, velocity_error), 0.0))
+                return (
+                    np.maximum(_relative(np.abs(error[:, 0]), value[:, 0]), unresolved),
+                    np.maximum(_relative(log_error, value[:, 0]), unresolved),
+                )
+
+            def accept(value, error, unresolved, subset):
+                dist_error, log_error = estimates(value, error, unresolved, base_metric[subset])
+                return (dist_error <= self.rtol) & (log_error <= log_rtol)
+
+            result = extrapolate_levels(
+                self.field, start, measure, accept, self.max_segments, method=self.method, tol=self.tol, max_iter=self.max_iter
+            )
+            velocity[rows], length[rows] = result.value[:, 1:], result.value[:, 0]
+            dist_error[rows], log_error[rows] = estimates(result.value, result.error, result.unresolved, base_metric)
+            n_segments[rows], optimized[rows], n_iter = result.n_segments, result.optimized, result.n_iter
+            for row, curve in zip(rows, result.curves):
+                curves[row] = curve[0]
+        return velocity, length, dist_error, log_error, n_segments, optimized, curves, np.full(n_pairs, n_iter)
+
+    def _warn(self, optimized, error, log_error, log_rtol):
+        if not optimized.all():
+            warnings.warn(
+                f"geodesic energy minimization did not converge for {int((~optimized).sum())} of {len(optimized)} "
+                f"pairs ({self.method}, max_iter={self.max_iter} per level): preconditioned gradient norm above "
+                f"tol={self.tol:.3g}",
+                ConvergenceWarning,
+                stacklevel=3,
+            )
+        for what, estimate, tolerance, name in (("distance", error, self.rtol, "rtol"), ("Log", log_error, log_rtol, "log_rtol")):
+            uncertified = estimate > tolerance
+            if uncertified.any():
+                warnings.warn(
+                    f"geodesic {what} not certified for {int(uncertified.sum())} of {len(estimate)} pairs at "
+                    f"max_segments={self.max_segments}: estimated relative error up to {estimate.max():.3g} > "
+                    f"{name}={tolerance:.3g} (raise max_segments or {name})",
+                    ConvergenceWarning,
+                    stacklevel=3,
+                )
+
+
+def _relative(error, length):
+    """``error / length``, 0 where the length is 0 (then the error is too)."""
+    return np.divide(error, length, out=np.zeros_like(error), where=length > 0)
+
+
+def solve_boundary_value(field, point, base_point, **options):
+    """Geodesics from ``base_point`` to ``point``: :meth:`EnergyLogSolver.solve` with ``options``.
+
+    Returns
+    -------
+    BoundaryValueResult
+    """
+    return EnergyLogSolver(field, **options).solve(point, base_point)

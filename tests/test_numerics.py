@@ -1,0 +1,223 @@
+"""The energy-minimization core, certified Log/dist and the solver objects (riemlocal.numerics)."""
+
+import sys
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pytest
+from sklearn.exceptions import ConvergenceWarning
+
+from riemlocal import ConstantField, LearnedMetricManifold, SmoothLocalField
+from riemlocal.numerics import (
+    EnergyLogSolver,
+    curve_energy,
+    initial_velocity,
+    minimize_curve_energy,
+    refine,
+    trapezoid_energy,
+)
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+from bench_geodesics import random_field
+
+TWO_METRIC = SmoothLocalField([[2.0, 2.0], [4.0, 4.0]], [2 * np.eye(2), np.eye(2)], rho=1.0)
+
+
+def random_field_3d():
+    """The ``random_space`` field of test_manifold.py."""
+    rng = np.random.default_rng(0)
+    metrics = []
+    for _ in range(4):
+        q, _ = np.linalg.qr(rng.normal(size=(3, 3)))
+        metrics.append((q * np.exp(rng.uniform(0, np.log(20), 3))) @ q.T)
+    return SmoothLocalField(rng.normal(size=(4, 3)), np.array(metrics), rho=0.5)
+
+
+def straight(x, y, n_segments):
+    t = np.linspace(0.0, 1.0, n_segments + 1)[:, None]
+    return (x[:, None, :] + t * (y - x)[:, None, :])[:, None]
+
+
+# Reference values computed with the code before the solver refactor (commit 6dab812):
+# riemlocal.geodesics.solve_boundary_value(field, y, x, n_nodes=16, tol=1e-13, method="newton", max_iter=20000),
+# i.e. minimizers at 16 and 32 segments, Richardson extrapolated. L-BFGS agreed to 1e-12.
+LOG_REFERENCE = [
+    (
+        TWO_METRIC,
+        [[1.0, 3.0], [0.0, 0.0], [5.0, 1.0]],
+        [[5.0, 3.0], [4.5, 5.0], [1.0, 4.0]],
+        [[3.2026985233347918, 0.8291314899869332], [3.9693144573941814, 4.410349397104646], [-3.1238143139301258, 4.536834620473043]],
+        [4.622810577848011, 8.390136323518638, 5.526676939815924],
+    ),
+    (
+        random_field_3d(),
+        [[-2.0, 0.0, 1.0], [0.5, 0.5, -0.5]],
+        [[2.0, 1.0, -1.0], [-1.0, 1.5, 1.0]],
+        [[3.967205518600427, 0.43157479240215957, -1.8975094572783318], [-2.2771752232536593, 0.6785530346047023, 1.7717522880268295]],
+        [7.973784498660098, 5.9217581621431465],
+    ),
+]
+
+
+@pytest.mark.parametrize("field, x, y, velocity, length", LOG_REFERENCE)
+@pytest.mark.parametrize("method", ["newton", "lbfgs"])
+def test_log_core_reproduces_the_code_before_the_refactor(field, x, y, velocity, length, method):
+    x, y = np.array(x), np.array(y)
+    curves = straight(x, y, 16)
+    lengths, velocities = [], []
+    for _ in range(2):
+        minimum = minimize_curve_energy(field, curves, method=method, tol=1e-13, max_iter=20000)
+        lengths.append(np.sqrt(minimum.energy))
+        velocities.append(initial_velocity(field, minimum.curves[:, 0], field.metric_matrix(x)))
+        curves = refine(minimum.curves)
+    np.testing.assert_allclose((4 * lengths[1] - lengths[0]) / 3, length, rtol=1e-10)
+    np.testing.assert_allclose((4 * velocities[1] - velocities[0]) / 3, velocity, rtol=1e-10, atol=1e-10)
+
+
+def test_frechet_core_reproduces_the_code_before_the_refactor():
+    """The joint Fréchet mean is the shared free first node of all curves.
+
+    Reference: the minimizers of the discrete problem of the code before the refactor
+    (``FrechetMean(space, method="joint", n_nodes=8)``: weighted energies at 8 and 16
+    segments, Richardson extrapolated), solved to a gradient of 1e-14 by Newton's
+    method with finite-difference Hessians from that code's solution (its L-BFGS-B
+    stopped 1e-9 away from it).
+    """
+    field = SmoothLocalField([[-1.0, 0.0], [1.0, 0.5]], [[[4.0, 0.5], [0.5, 1.0]], [[1.0, -0.3], [-0.3, 3.0]]], rho=1.0)
+    X = np.random.default_rng(0).normal(size=(10, 2)) * [1.5, 1.0]
+    weights = np.linspace(0.5, 2.0, 10)
+    weights /= weights.sum()
+    start = weights @ X
+    curves = straight(np.broadcast_to(start, X.shape), X, 8)[:, 0][None]
+    means = []
+    for _ in range(2):
+        minimum = minimize_curve_energy(field, curves, weights[None], free_start=True, method="lbfgs", tol=1e-13, max_iter=20000)
+        np.testing.assert_allclose(minimum.curves[0, :, 0], np.broadcast_to(minimum.curves[0, 0, 0], X.shape), rtol=0, atol=0)
+        means.append(minimum.curves[0, 0, 0])
+        curves = refine(minimum.curves)
+    np.testing.assert_allclose((4 * means[1] - means[0]) / 3, [-0.9415302772909199, 0.0808304875261208], rtol=1e-10)
+
+
+def test_free_start_of_a_constant_metric_is_the_weighted_mean():
+    metric = np.array([[2.0, 0.4], [0.4, 1.0]])
+    X = np.random.default_rng(1).normal(size=(5, 2))
+    weights = np.array([0.1, 0.2, 0.3, 0.25, 0.15])
+    curves = straight(np.zeros_like(X), X, 6)[:, 0][None]
+    minimum = minimize_curve_energy(ConstantField(metric), curves, weights[None], free_start=True, tol=1e-12)
+    np.testing.assert_allclose(minimum.curves[0, 0, 0], weights @ X, atol=1e-10)
+    np.testing.assert_allclose(minimum.energy[0], weights @ np.einsum("ni,ij,nj->n", X - weights @ X, metric, X - weights @ X), rtol=1e-10)
+
+
+def test_newton_needs_fixed_first_nodes():
+    with pytest.raises(ValueError, match="newton"):
+        minimize_curve_energy(TWO_METRIC, np.zeros((1, 2, 5, 2)), free_start=True, method="newton")
+
+
+def test_trapezoid_gap_falls_like_the_square_of_the_segment_length():
+    x, y = np.array([[1.0, 3.0]]), np.array([[5.0, 3.0]])
+
+    def gap(field, n):
+        curves = straight(x, y, n)[:, 0]
+        return abs(trapezoid_energy(field, curves)[0] - curve_energy(field, curves)[0][0])
+
+    gaps = [gap(TWO_METRIC, n) for n in (16, 32, 64)]
+    assert 3.8 < gaps[0] / gaps[1] < 4.2 and 3.8 < gaps[1] / gaps[2] < 4.2
+    assert gap(ConstantField(np.diag([1.0, 3.0])), 8) == pytest.approx(0.0, abs=1e-12)
+
+
+def test_error_estimate_bounds_the_true_error_on_benchmark_fields():
+    """Not optimistic: the estimate bounds the error against a 256-segment reference for >= 95% of pairs."""
+    bounded, total = 0, 0
+    for dim, n_pairs in ((2, 12), (5, 8)):
+        field, rng = random_field(dim, seed=1)
+        x, y = 0.5 * rng.normal(size=(2, n_pairs, dim)), 0.5 * rng.normal(size=(2, n_pairs, dim))[0]
+        solver = EnergyLogSolver(field, chunk_size=n_pairs)
+        result = solver.solve(y, x)
+        reference = EnergyLogSolver(field, n_segments=64, max_segments=256, rtol=1e-12, tol=1e-11, chunk_size=n_pairs)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ConvergenceWarning)
+            exact = reference.solve(y, x).length
+        error = np.abs(result.length - exact) / exact
+        assert np.all(error <= 1e-6)  # the default rtol is met
+        bounded += int(np.sum(result.error_estimate >= error))
+        total += n_pairs
+    assert bounded >= 0.95 * total
+
+
+def test_long_pair_is_resolved_or_warns():
+    """Hauberg's field, Log from (3, 3) to (1e3, -1e3): the old default returned [785.7, -790.4] silently."""
+    solver = EnergyLogSolver(TWO_METRIC)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        result = solver.solve(np.array([1e3, -1e3]), np.array([3.0, 3.0]))
+    assert result.n_segments == 1024  # refined far beyond the default 32 segments, up to the cap
+    assert result.error_estimate <= 1e-6  # the distance is certified
+    np.testing.assert_allclose(result.initial_velocity, [1132.6, -541.7], rtol=0.05)  # the issue's 1024-segment answer
+    assert result.log_error_estimate > 1e-4 and not result.converged  # the Log vector is not, and the user is told:
+    assert any("geodesic Log not certified" in str(w.message) for w in caught if issubclass(w.category, ConvergenceWarning))
+
+
+def test_sharp_field_warns_with_its_estimate():
+    """rho = 1e4: the metric jumps across a circle; 32 segments are far from resolving it."""
+    sharp = SmoothLocalField([[2.0, 2.0], [4.0, 4.0]], [2 * np.eye(2), np.eye(2)], rho=1e4)
+    solver = EnergyLogSolver(sharp, max_segments=256)
+    with pytest.warns(ConvergenceWarning, match="distance not certified .* estimated relative error up to"):
+        result = solver.solve(np.array([5.0, 3.0]), np.array([1.0, 3.0]))
+    assert not result.converged and result.n_segments == 256
+    fine = EnergyLogSolver(sharp, n_segments=512, max_segments=2048, rtol=1.0, log_rtol=1.0).solve(np.array([5.0, 3.0]), np.array([1.0, 3.0]))
+    # far from the asymptotic regime the estimate is only the order of the error (here 2.4 times below it)
+    assert abs(result.length - fine.length) <= 3 * result.error_estimate * result.length
+
+
+def test_last_result_has_the_batch_shape_and_the_estimates():
+    space = LearnedMetricManifold(TWO_METRIC)
+    x = np.random.default_rng(2).uniform(0, 6, size=(2, 3, 2))
+    dist = space.metric.dist(x, np.array([3.0, 1.0]))
+    result = space.metric.log_solver.last_result_
+    assert result.length.shape == result.error_estimate.shape == result.n_segments.shape == (2, 3)
+    assert result.initial_velocity.shape == (2, 3, 2) and result.curves[1, 2].shape == (result.n_segments[1, 2] + 1, 2)
+    np.testing.assert_array_equal(result.length, dist)
+    assert np.all(result.converged) and np.all(result.error_estimate <= 1e-6)
+    np.testing.assert_allclose(np.sqrt(curve_energy(TWO_METRIC, result.curves[0, 0])[0]), dist[0, 0], rtol=1e-4)
+
+
+def test_injected_solvers_are_called():
+    space = LearnedMetricManifold(TWO_METRIC)
+    calls = []
+
+    class StraightLog:
+        def log(self, point, base_point):
+            calls.append("log")
+            return np.asarray(point) - np.asarray(base_point)
+
+    class EulerExp:
+        def exp(self, tangent_vec, base_point):
+            calls.append("exp")
+            return np.asarray(base_point) + np.asarray(tangent_vec)
+
+        def geodesic_ivp(self, tangent_vec, base_point):
+            calls.append("geodesic")
+            return lambda t: base_point + np.asarray(t)[:, None] * tangent_vec
+
+    space.metric.log_solver, space.metric.exp_solver = StraightLog(), EulerExp()
+    x, y = np.array([1.0, 3.0]), np.array([5.0, 3.0])
+    np.testing.assert_array_equal(space.metric.log(y, x), [4.0, 0.0])
+    np.testing.assert_array_equal(space.metric.exp(np.array([1.0, 1.0]), x), [2.0, 4.0])
+    # without a dist method, the distance is the norm of the Log in M(x)
+    assert space.metric.dist(x, y) == pytest.approx(np.sqrt(16 * TWO_METRIC.metric_matrix(x)[0, 0]))
+    np.testing.assert_array_equal(space.metric.geodesic(x, end_point=y)(np.array([0.5])), [[3.0, 3.0]])
+    assert calls == ["log", "exp", "log", "log", "geodesic"]
+
+
+def test_solver_options_are_validated_at_construction_and_use():
+    with pytest.raises(ValueError, match="n_segments"):
+        EnergyLogSolver(TWO_METRIC, n_segments=1)
+    with pytest.raises(ValueError, match="max_segments"):
+        EnergyLogSolver(TWO_METRIC, n_segments=16, max_segments=8)
+    with pytest.raises(ValueError, match="rtol"):
+        LearnedMetricManifold(TWO_METRIC, rtol=0.0)
+    solver = EnergyLogSolver(TWO_METRIC)
+    solver.method = "bfgs"
+    with pytest.raises(ValueError, match="method"):
+        solver.log(np.ones(2), np.zeros(2))
