@@ -118,6 +118,8 @@ def distance(field, x, y, rule="test", squared=False, *, n_jobs=None, verbose=Fa
     values = _evaluate(
         field, x.reshape(-1, field.dim), y.reshape(-1, field.dim), x_index, y_index, rule, squared, n_jobs, verbose
     )
+    if not np.all(np.isfinite(values)):
+        raise ValueError("x and y are too far apart for this field: their distances overflow float64")
     return values.reshape(batch)[()]
 
 
@@ -143,6 +145,8 @@ def pairwise_distances(field, X, Y=None, rule="test", squared=False, n_jobs=None
     x_index = np.repeat(np.arange(len(X)), len(Y))
     y_index = np.tile(np.arange(len(Y)), len(X))
     values = _evaluate(field, X, Y, x_index, y_index, rule, squared, n_jobs, verbose)
+    if not np.all(np.isfinite(values)):
+        raise ValueError("X and Y are too far apart for this field: their distances overflow float64")
     return values.reshape(len(X), len(Y))
 
 

@@ -16,12 +16,16 @@ A file holds numeric arrays plus one JSON header (array ``__header__``)::
 Values nest: arrays, JSON scalars, lists, tuples, dicts and other objects on
 the allow-list. Loading uses ``np.load(..., allow_pickle=False)``, builds only
 classes named in :data:`ALLOWED_CLASSES` and never executes stored code; a
-wrong, corrupted or newer file raises :class:`ValueError`.
+wrong, corrupted, hostile (e.g. deeply nested) or newer file raises
+:class:`ValueError`. Constructor arguments are validated by the constructor,
+fitted attributes on load: finite, of shapes consistent with each other and with
+the parameters, label indices in range, metrics symmetric positive semidefinite.
 """
 
 import importlib
 import inspect
 import json
+import numbers
 import zipfile
 import zlib
 
@@ -55,6 +59,48 @@ ALLOWED_CLASSES = (
     "sklearn.linear_model.LinearRegression",
     "sklearn.linear_model.Ridge",
 )
+
+_LEARNER = {"n_features_in_": "F", "classes_": ("C",), "components_": ("K", "F"), "metric_": ("F", "F")}
+#: Shapes of fitted attributes, in symbols shared by all attributes of one object: ``F`` is
+#: ``n_features_in_``, ``D`` the dimension of the object's ``space``, a string value a scalar attribute
+#: that must equal the symbol. Every float attribute must also be finite (checked for every class).
+_FITTED_SHAPES = {
+    **dict.fromkeys(
+        [f"riemlocal.learners.{name}" for name in ("LDAMetric", "LMNNMetric", "BoostMetric", "CCMLMetric")], _LEARNER
+    ),
+    "riemlocal.placement.LocalMetrics": {
+        "n_features_in_": "F",
+        "classes_": ("C",),
+        "global_metric_": ("F", "F"),
+        "class_metrics_": ("C", "F", "F"),
+        "centers_": ("R", "F"),
+        "metrics_": ("R", "F", "F"),
+        "reference_indices_": ("R",),
+    },
+    "riemlocal.neighbors.LocalMetricKNN": {
+        "n_features_in_": "F",
+        "classes_": ("C",),
+        "global_metric_": ("F", "F"),
+        "fit_X_": ("N", "F"),
+        "fit_y_": ("N",),
+    },
+    "riemlocal.learning.FrechetMean": {"n_features_in_": "D", "estimate_": ("D",)},
+    "riemlocal.learning.PrincipalGeodesicAnalysis": {
+        "n_features_in_": "D",
+        "mean_": ("D",),
+        "metric_matrix_": ("D", "D"),
+        "components_": ("K", "D"),
+        "n_components_": "K",
+        "explained_variance_": ("K",),
+        "explained_variance_ratio_": ("K",),
+    },
+    "riemlocal.learning.GeodesicRegression": {"n_features_in_": "F", "intercept_": ("D",), "coef_": ("D", "F")},
+    "riemlocal.learning.TangentSpaceRegression": {"n_features_in_": "D", "mean_": ("D",)},
+}
+#: Fitted integer arrays that index ``classes_`` (each entry in ``[0, len(classes_))``) or other arrays (``>= 0``).
+_INDEX_ATTRIBUTES = {"fit_y_": "classes_", "reference_indices_": None}
+#: Fitted attributes that are symmetric positive semidefinite matrices (stacks).
+_METRIC_ATTRIBUTES = ("metric_", "global_metric_", "class_metrics_", "metrics_", "metric_matrix_")
 
 
 def _resolve(path):
@@ -183,7 +229,53 @@ class _Decoder:
             if not (isinstance(name, str) and name.endswith("_") and not name.startswith("_")):
                 self.fail(f"corrupted header: {name!r} is not a fitted attribute name")
             setattr(obj, name, attr)
+        if fitted:
+            self.check_fitted(path, obj, fitted)
         return obj
+
+    def check_fitted(self, path, obj, fitted):
+        """Fitted attributes finite, of shapes consistent with each other and with the parameters."""
+        for name, value in fitted.items():
+            array = np.asarray(value) if isinstance(value, (np.ndarray, float, int)) else None
+            if array is not None and array.dtype.kind in "fc" and not np.all(np.isfinite(array)):
+                self.fail(f"fitted attribute {name} of {path} contains NaN or infinite values")
+        symbols = {"D": obj.space.dim} if hasattr(getattr(obj, "space", None), "dim") else {}
+        for name, spec in _FITTED_SHAPES.get(path, {}).items():
+            if name not in fitted:
+                continue
+            value = fitted[name]
+            shape = np.shape(value) if isinstance(spec, tuple) else (value,)
+            spec = spec if isinstance(spec, tuple) else (spec,)
+            if isinstance(value, bool) or len(shape) != len(spec) or not all(isinstance(n, numbers.Integral) for n in shape):
+                self.fail(f"fitted attribute {name} of {path} must have shape {spec}, got {np.shape(value)}")
+            for symbol, size in zip(spec, shape):
+                if symbols.setdefault(symbol, size) != size:
+                    self.fail(
+                        f"fitted attribute {name} of {path}: {symbol} = {size} does not match {symbol} = "
+                        f"{symbols[symbol]} of the other attributes or parameters"
+                    )
+        for name, classes in _INDEX_ATTRIBUTES.items():
+            if name in fitted:
+                self.check_indices(name, fitted[name], len(fitted.get(classes, ())) if classes else None)
+        for name in _METRIC_ATTRIBUTES:
+            if name in fitted and np.asarray(fitted[name]).dtype.kind == "f":
+                self.check_metric(name, np.asarray(fitted[name]))
+        if "metric_" in fitted and "components_" in fitted and path in _FITTED_SHAPES and _FITTED_SHAPES[path] is _LEARNER:
+            product = fitted["components_"].T @ fitted["components_"]
+            if not np.allclose(fitted["metric_"], product, rtol=1e-10, atol=1e-12 * np.abs(product).max(initial=0.0)):
+                self.fail(f"fitted metric_ of {path} is not components_.T @ components_")
+
+    def check_indices(self, name, value, bound):
+        array = np.asarray(value)
+        if array.dtype.kind not in "iu" or np.any(array < 0) or (bound is not None and np.any(array >= bound)):
+            self.fail(f"fitted attribute {name} must hold integer indices in [0, {bound if bound is not None else 'n'})")
+
+    def check_metric(self, name, matrices):
+        if np.abs(matrices - np.swapaxes(matrices, -1, -2)).max(initial=0.0) > 1e-8 * np.abs(matrices).max(initial=0.0):
+            self.fail(f"fitted attribute {name} must hold symmetric matrices")
+        eigenvalues = np.linalg.eigvalsh(matrices)
+        if np.any(eigenvalues[..., 0] < -1e-8 * np.abs(eigenvalues).max(initial=0.0)):
+            self.fail(f"fitted attribute {name} must hold positive semidefinite matrices")
 
 
 def save(obj, path):
@@ -251,16 +343,17 @@ def load(path):
     try:
         with np.load(path, allow_pickle=False) as data:
             arrays = {key: data[key] for key in data.files}
-    except FileNotFoundError:
+    except (FileNotFoundError, PermissionError, IsADirectoryError):
         raise
-    except (OSError, ValueError, EOFError, zipfile.BadZipFile, zlib.error, KeyError) as exc:
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile, zlib.error, KeyError, NotImplementedError) as exc:
+        # NotImplementedError: a flipped byte in a zip header names an unknown compression method
         raise ValueError(f"{where}: not a readable riemlocal .npz file ({type(exc).__name__}: {exc})") from exc
     if _HEADER_KEY not in arrays:
         raise ValueError(f"{where}: not a riemlocal file (no {_HEADER_KEY} entry)")
     try:
         header = json.loads(str(arrays.pop(_HEADER_KEY)[()]))
-    except (ValueError, IndexError) as exc:
-        raise ValueError(f"{where}: corrupted header ({exc})") from exc
+    except (ValueError, IndexError, RecursionError) as exc:
+        raise ValueError(f"{where}: corrupted header ({type(exc).__name__}: {exc})") from exc
     if not isinstance(header, dict) or header.get("format") != FORMAT_NAME:
         raise ValueError(f"{where}: not a riemlocal file (format {header.get('format') if isinstance(header, dict) else None!r})")
     version = header.get("version")
@@ -268,4 +361,7 @@ def load(path):
         raise ValueError(
             f"{where}: unsupported riemlocal file version {version!r}; this installation reads versions 1..{FORMAT_VERSION}"
         )
-    return _Decoder(arrays, where).obj(header.get("object"))
+    try:
+        return _Decoder(arrays, where).obj(header.get("object"))
+    except (TypeError, KeyError, AttributeError, RecursionError) as exc:  # a header of the wrong structure
+        raise ValueError(f"{where}: corrupted header ({type(exc).__name__}: {exc})") from exc

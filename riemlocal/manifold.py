@@ -178,6 +178,30 @@ class LearnedMetric(RiemannianMetric):
         """Jacobians of Exp in the tangent vector and in the base point (:func:`riemlocal.connection.exp_differential`)."""
         return exp_differential(self.field, tangent_vec, base_point, *self.exp_solver.tolerances)
 
+    # -- validated inner products (geomstats' check neither shape nor finiteness) ---
+    def _tangent_vectors(self, base_point, **vectors):
+        """The named tangent vectors and ``base_point``, validated, of broadcastable shapes ``(..., dim)``."""
+        arrays = {name: self._points(value, name) for name, value in vectors.items()}
+        arrays["base_point"] = self._points(base_point, "base_point")
+        try:
+            np.broadcast_shapes(*(value.shape for value in arrays.values()))
+        except ValueError:
+            shapes = ", ".join(f"{name} {value.shape}" for name, value in arrays.items())
+            raise ValueError(f"shapes do not broadcast together: {shapes}") from None
+        return arrays.values()
+
+    def inner_product(self, tangent_vec_a, tangent_vec_b, base_point=None):
+        r""":math:`\langle a, b \rangle_x = a^T M(x) b`, shape ``(...)``."""
+        return super().inner_product(*self._tangent_vectors(base_point, tangent_vec_a=tangent_vec_a, tangent_vec_b=tangent_vec_b))
+
+    def squared_norm(self, vector, base_point=None):
+        """:math:`v^T M(x) v`, shape ``(...)``."""
+        return super().squared_norm(*self._tangent_vectors(base_point, vector=vector))
+
+    def norm(self, vector, base_point=None):
+        r""":math:`\sqrt{v^T M(x) v}`, shape ``(...)``."""
+        return super().norm(*self._tangent_vectors(base_point, vector=vector))
+
 
 class LearnedMetricManifold(VectorSpace):
     r""":math:`\mathbb{R}^D` with the Riemannian metric of a smooth :class:`MetricField`.

@@ -252,3 +252,77 @@ def test_manifold_keeps_its_solver_options(tmp_path):
     rio.save(LearnedMetricManifold(SmoothLocalField(centers, metrics), n_segments=12, tol=1e-9), tmp_path / "m.npz")
     loaded = rio.load(tmp_path / "m.npz")
     assert (loaded.metric.log_solver.n_segments, loaded.metric.log_solver.tol) == (12, 1e-9)
+
+
+def test_every_single_flipped_byte_gives_a_value_error(tmp_path):
+    # before: a flipped byte in a zip header (the compression method) raised NotImplementedError
+    path = tmp_path / "m.npz"
+    rio.save(LDAMetric().fit(*_classification_data()), path)
+    raw = path.read_bytes()
+    for position in range(len(raw)):
+        flipped = bytearray(raw)
+        flipped[position] ^= 0xFF
+        (tmp_path / "f.npz").write_bytes(bytes(flipped))
+        try:
+            rio.load(tmp_path / "f.npz")
+        except ValueError:
+            pass
+
+
+@pytest.mark.parametrize(
+    "header",
+    [
+        '{"format": "riemlocal", "version": 1, "object": ' + "[" * 100_000 + "]" * 100_000 + "}",  # RecursionError before
+        '{"format": "riemlocal", "version": 1, "object": {"class": "riemlocal.fields.ConstantField", "init": '
+        + '{"__tuple__": ' * 5000 + "1" + "}" * 5001 + "}",
+        '{"format": "riemlocal", "version": 1, "object": {"class": "riemlocal.fields.ConstantField", "init": '
+        '{"__dict__": [[{"__array__": ["a0"]}, 1]]}}}',
+        '{"format": "riemlocal", "version": 1, "object": {"class": "riemlocal.fields.ConstantField", "init": {"__tuple__": 3}}}',
+        '{"format": "riemlocal", "version": 1, "object": {"class": "riemlocal.fields.ConstantField", "init": [1, 2]}}',
+    ],
+    ids=["deep-json", "deep-tuples", "unhashable-array-key", "tuple-of-a-number", "init-not-a-mapping"],
+)
+def test_hostile_headers_give_a_value_error(header, tmp_path):
+    np.savez(tmp_path / "h.npz", __header__=np.array(header), a0=np.eye(2))
+    with pytest.raises(ValueError, match="h.npz: "):
+        rio.load(tmp_path / "h.npz")
+
+
+def _tamper_fitted(tmp_path, estimator, name, value):
+    path = tmp_path / "t.npz"
+    setattr(estimator, name, value)
+    rio.save(estimator, path)
+    return path
+
+
+@pytest.mark.parametrize(
+    "name, value, message",
+    [
+        ("components_", lambda c: np.where(np.arange(c.size).reshape(c.shape) == 0, np.nan, c), "components_ of riemlocal.learners.LDAMetric contains NaN"),
+        ("components_", lambda c: c[:, :2], "components_ of riemlocal.learners.LDAMetric: F = 2 does not match F = 3"),
+        ("metric_", lambda m: 2.0 * m, "metric_ of riemlocal.learners.LDAMetric is not components_.T @ components_"),
+        ("classes_", lambda c: c[:, None], "classes_ of riemlocal.learners.LDAMetric must have shape ('C',)"),
+        ("n_features_in_", lambda n: 4, "components_ of riemlocal.learners.LDAMetric: F = 3 does not match F = 4"),
+    ],
+)
+def test_fitted_attributes_are_validated_on_load(name, value, message, tmp_path):
+    # before: a NaN components_ loaded silently and transformed every point to NaN
+    learner = LDAMetric().fit(*_classification_data())
+    path = _tamper_fitted(tmp_path, learner, name, value(getattr(learner, name)))
+    with pytest.raises(ValueError, match=re.escape(message)):
+        rio.load(path)
+
+
+def test_classifier_labels_and_metrics_are_validated_on_load(tmp_path):
+    from riemlocal.neighbors import LocalMetricKNN
+    from riemlocal.placement import LocalMetrics
+
+    X, y = _wine()
+    clf = LocalMetricKNN(LDAMetric(), where="class").fit(X, y)
+    with pytest.raises(ValueError, match=re.escape("fit_y_ must hold integer indices in [0, 3)")):
+        rio.load(_tamper_fitted(tmp_path, clf, "fit_y_", clf.fit_y_ + 1))
+    placement = LocalMetrics(LDAMetric(), where="class").fit(X, y)
+    with pytest.raises(ValueError, match="metrics_ must hold positive semidefinite matrices"):
+        rio.load(_tamper_fitted(tmp_path, LocalMetrics(LDAMetric(), where="class").fit(X, y), "metrics_", -placement.metrics_))
+    with pytest.raises(ValueError, match="metrics_ of riemlocal.placement.LocalMetrics: R = 178 does not match R = 5"):
+        rio.load(_tamper_fitted(tmp_path, placement, "centers_", X[:5]))

@@ -64,6 +64,7 @@ from tqdm.auto import tqdm
 from ..datasets import load_mnist_sample
 from ..learners import LDAMetric, LMNNMetric
 from ..neighbors import LocalMetricKNN
+from ..utils.validation import check_n_jobs
 
 __all__ = ["run_taxonomy", "render_taxonomy", "plot_taxonomy", "deskew", "DATASETS", "PAPER_MNIST"]
 
@@ -258,7 +259,7 @@ def run_taxonomy(
     datasets = _datasets(dataset, quick)
     hows = ("LDA", "Hybrid") if quick else HOWS
     tasks = [(name, data, batch) for name, data in datasets.items() for batch in range(n_batches)]
-    runs = Parallel(n_jobs=n_jobs, return_as="generator")(
+    runs = Parallel(n_jobs=check_n_jobs(n_jobs), return_as="generator")(
         delayed(_run_batch)(name, data, batch, seed, n_online_lmnn, N_REFERENCES, hows) for name, data, batch in tasks
     )
     collected = {}

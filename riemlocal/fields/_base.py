@@ -122,6 +122,24 @@ class MetricField:
     def _check(self, base_point, name="base_point"):
         return check_points(base_point, self.dim, name)
 
+    def _check_curves(self, curves):
+        """Nodes of piecewise-linear curves, shape ``(..., n_nodes >= 2, dim)``."""
+        curves = check_points(curves, self.dim, "curves", min_ndim=2)
+        if curves.shape[-2] < 2:
+            raise ValueError(f"curves must have at least 2 nodes (shape (..., n_nodes, dim)), got shape {curves.shape}")
+        return curves
+
+    def _check_pair(self, tangent_vec, base_point):
+        """``tangent_vec`` and ``base_point`` validated, of broadcastable shapes ``(..., dim)``."""
+        v, x = check_points(tangent_vec, self.dim, "tangent_vec"), self._check(base_point)
+        try:
+            np.broadcast_shapes(v.shape, x.shape)
+        except ValueError:
+            raise ValueError(
+                f"tangent_vec of shape {v.shape} and base_point of shape {x.shape} do not broadcast together"
+            ) from None
+        return v, x
+
     def metric_derivative(self, base_point):
         r"""Derivative :math:`\partial M_{ij} / \partial x_k`, shape ``(..., dim, dim, dim)``.
 
@@ -157,16 +175,17 @@ class MetricField:
 
     def metric_vector_product(self, tangent_vec, base_point):
         """:math:`M(x) v`, shape ``(..., dim)``."""
-        return np.einsum("...ij,...j->...i", self.metric_matrix(base_point), tangent_vec)
+        v, x = self._check_pair(tangent_vec, base_point)
+        return np.einsum("...ij,...j->...i", self.metric_matrix(x), v)
 
     def energy_terms(self, tangent_vec, base_point):
         r"""Return :math:`M(x)v` and :math:`\nabla_x (v^T M(x) v)`, each of shape ``(..., dim)``.
 
         These are the two pieces of the gradient of the discrete curve energy.
         """
-        dmetric = self.metric_derivative(base_point)
-        grad = np.einsum("...ijk,...i,...j->...k", dmetric, tangent_vec, tangent_vec)
-        return self.metric_vector_product(tangent_vec, base_point), grad
+        v, x = self._check_pair(tangent_vec, base_point)
+        grad = np.einsum("...ijk,...i,...j->...k", self.metric_derivative(x), v, v)
+        return self.metric_vector_product(v, x), grad
 
     def energy_hessian(self, tangent_vec, base_point):
         r"""Second derivatives of :math:`f(x, v) = v^T M(x) v`, each of shape ``(..., dim, dim)``.
@@ -177,8 +196,7 @@ class MetricField:
         discrete curve energy. Default: :math:`\nabla_x^2 f` by central
         differences of the gradient from :meth:`energy_terms`.
         """
-        x = self._check(base_point)
-        v = check_points(tangent_vec, self.dim, "tangent_vec")
+        v, x = self._check_pair(tangent_vec, base_point)
         x, v = np.broadcast_arrays(x, v)
         h = self.finite_difference_step * (1.0 + np.abs(x))
         columns = []
@@ -200,15 +218,15 @@ class MetricField:
         :math:`m_i = (c_i + c_{i+1})/2`; with ``hessian=True`` also the three
         blocks of :meth:`energy_hessian` at :math:`(m_i, d_i)`, each of shape ``(..., N, dim, dim)``.
         """
-        curves = np.asarray(curves, dtype=float)
+        curves = self._check_curves(curves)
         steps, midpoints = np.diff(curves, axis=-2), 0.5 * (curves[..., 1:, :] + curves[..., :-1, :])
         terms = self.energy_terms(steps, midpoints)
         return tuple(terms) + (tuple(self.energy_hessian(steps, midpoints)) if hessian else ())
 
     def derivative_vector_product(self, tangent_vec, base_point):
         r""":math:`(\sum_k v_k \partial_k M(x))\, v`, shape ``(..., dim)``."""
-        dmetric = self.metric_derivative(base_point)
-        return np.einsum("...ijk,...j,...k->...i", dmetric, tangent_vec, tangent_vec)
+        v, x = self._check_pair(tangent_vec, base_point)
+        return np.einsum("...ijk,...j,...k->...i", self.metric_derivative(x), v, v)
 
     def geodesic_acceleration(self, tangent_vec, base_point):
         r"""Acceleration :math:`c'' = -\Gamma(c', c')` of a geodesic through ``base_point``.
@@ -222,9 +240,10 @@ class MetricField:
         (Hauberg et al., eq. (8), print only a sign-flipped second term, which
         is wrong for :math:`D \ge 2`.)
         """
-        _, grad = self.energy_terms(tangent_vec, base_point)
-        rhs = 0.5 * grad - self.derivative_vector_product(tangent_vec, base_point)
-        return np.linalg.solve(self.metric_matrix(base_point), rhs[..., None])[..., 0]
+        v, x = self._check_pair(tangent_vec, base_point)
+        _, grad = self.energy_terms(v, x)
+        rhs = 0.5 * grad - self.derivative_vector_product(v, x)
+        return np.linalg.solve(self.metric_matrix(x), rhs[..., None])[..., 0]
 
     def _acceleration(self, tangent_vec, base_point):
         """:meth:`geodesic_acceleration` of already validated ``(n, dim)`` arrays (ODE right-hand sides)."""
@@ -318,18 +337,21 @@ class ConstantField(MetricField):
         return np.zeros(x.shape[:-1] + (self.dim,) * 3)
 
     def metric_vector_product(self, tangent_vec, base_point):
-        return np.asarray(tangent_vec, dtype=float) @ self.metric
+        v, x = self._check_pair(tangent_vec, base_point)
+        return np.broadcast_to(v @ self.metric, np.broadcast_shapes(v.shape, x.shape)).copy()
 
     def energy_terms(self, tangent_vec, base_point):
         mv = self.metric_vector_product(tangent_vec, base_point)
         return mv, np.zeros_like(mv)
 
     def energy_hessian(self, tangent_vec, base_point):
-        shape = np.broadcast_shapes(np.shape(tangent_vec), np.shape(base_point))[:-1] + self.metric.shape
+        v, x = self._check_pair(tangent_vec, base_point)
+        shape = np.broadcast_shapes(v.shape, x.shape)[:-1] + self.metric.shape
         return np.zeros(shape), np.zeros(shape), np.broadcast_to(2.0 * self.metric, shape).copy()
 
     def derivative_vector_product(self, tangent_vec, base_point):
-        return np.zeros(np.broadcast_shapes(np.shape(tangent_vec), np.shape(base_point)))
+        v, x = self._check_pair(tangent_vec, base_point)
+        return np.zeros(np.broadcast_shapes(v.shape, x.shape))
 
     def geodesic_acceleration(self, tangent_vec, base_point):
         return self.derivative_vector_product(tangent_vec, base_point)

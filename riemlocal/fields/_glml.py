@@ -46,7 +46,7 @@ References
 import numpy as np
 from scipy.special import softmax
 
-from ..utils.validation import check_points, check_positive, is_positive_definite
+from ..utils.validation import check_labels, check_points, check_positive, check_spread, is_positive_definite
 from ._base import MetricField
 from ._local import SmoothLocalField
 
@@ -125,7 +125,8 @@ class GLMLField(MetricField):
         X = check_points(X, name="X", min_ndim=2)
         if X.ndim != 2:
             raise ValueError(f"X must have shape (n_samples, dim), got {X.shape}")
-        y = np.asarray(y)
+        check_spread(X)
+        y = check_labels(y)
         if y.shape != (X.shape[0],):
             raise ValueError(f"y must have shape (n_samples,) = ({X.shape[0]},), got {y.shape}")
         self.gamma = check_positive(gamma, "gamma")
@@ -142,9 +143,13 @@ class GLMLField(MetricField):
         self.X, self.y = X, y
         self.classes_ = classes
         self.priors_ = counts / counts.sum()
-        self.means_ = np.stack([X[y_index == c].mean(axis=0) for c in range(classes.size)])
+        # class means relative to a training point: x - mu_c = (x - X_0) - (mu_c - X_0) cancels nothing at large offsets
+        self._origin = X[0]
+        local = X - self._origin
+        self._local_means = np.stack([local[y_index == c].mean(axis=0) for c in range(classes.size)])
+        self.means_ = self._origin + self._local_means
         self.covariances_ = np.stack(
-            [np.cov(X[y_index == c], rowvar=False, bias=True).reshape(self.dim, self.dim) for c in range(classes.size)]
+            [np.cov(local[y_index == c], rowvar=False, bias=True).reshape(self.dim, self.dim) for c in range(classes.size)]
         ) + self.reg_covar * np.eye(self.dim)
         if not np.all(is_positive_definite(self.covariances_)):
             raise ValueError(
@@ -168,9 +173,11 @@ class GLMLField(MetricField):
 
     def _posteriors_and_whitened(self, x):
         """Posteriors and :math:`\\Sigma_c^{-1}(x - \\mu_c)`, shape ``(..., C, D)``."""
-        diff = x[..., None, :] - self.means_
+        diff = (x - self._origin)[..., None, :] - self._local_means
         whitened = np.einsum("cij,...cj->...ci", self._precisions, diff)
         log_joint = self._log_norms - 0.5 * np.einsum("...ci,...ci->...c", diff, whitened)
+        if not np.all(np.isfinite(log_joint)):
+            raise ValueError("base_point is too far from the class means: its squared distances overflow float64")
         return softmax(log_joint, axis=-1), whitened
 
     def bias_matrix(self, base_point):

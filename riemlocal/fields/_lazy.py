@@ -23,7 +23,7 @@ from tqdm.auto import tqdm
 
 from ..learners import check_rank, fit_local_metric
 from ..utils.arrays import unique_rows
-from ..utils.validation import check_int, check_points, check_positive, check_spd
+from ..utils.validation import check_int, check_labels, check_n_jobs, check_points, check_positive, check_spd, check_spread
 from ._base import MetricField, SegmentCells
 
 __all__ = ["LazyField"]
@@ -32,7 +32,8 @@ CacheInfo = namedtuple("CacheInfo", ["hits", "misses", "currsize", "maxsize"])
 
 
 def _learn(learner, X, y, neighbour_sets, options):
-    return [fit_local_metric(learner, X[idx], y[idx], **options) for idx in neighbour_sets]
+    # relative to the first neighbour: metric learners are translation invariant, their sums at offsets of 1e8 are not
+    return [fit_local_metric(learner, X[idx] - X[idx[0]], y[idx], **options) for idx in neighbour_sets]
 
 
 class LazyField(MetricField):
@@ -100,7 +101,8 @@ class LazyField(MetricField):
         X = check_points(X, name="X", min_ndim=2)
         if X.ndim != 2 or len(X) == 0:
             raise ValueError(f"X must have shape (n_samples, dim) with n_samples >= 1, got {X.shape}")
-        y = np.asarray(y)
+        check_spread(X)
+        y = check_labels(y)
         if y.shape != (len(X),):
             raise ValueError(f"y must have shape ({len(X)},) to match X, got {y.shape}")
         n_neighbors, cache_size = check_int(n_neighbors, "n_neighbors"), check_int(cache_size, "cache_size")
@@ -113,7 +115,7 @@ class LazyField(MetricField):
         self.n_neighbors = int(min(n_neighbors, len(X)))
         self.proximity = proximity
         self.rank, self.normalize, self.ridge = check_rank(rank), normalize, check_positive(ridge, "ridge", strict=False)
-        self.cache_size, self.n_jobs, self.verbose = int(cache_size), n_jobs, verbose
+        self.cache_size, self.n_jobs, self.verbose = int(cache_size), check_n_jobs(n_jobs), verbose
         self._origin = X.mean(axis=0)  # neighbours are searched in centered coordinates (stable at any offset)
         self._map = np.eye(self.dim) if proximity is None else np.linalg.cholesky(proximity)
         self._index = NearestNeighbors(n_neighbors=self.n_neighbors).fit((X - self._origin) @ self._map)

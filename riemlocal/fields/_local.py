@@ -27,6 +27,13 @@ __all__ = ["NearestLocalField", "RBFLocalField", "SmoothLocalField"]
 _CHUNK_ELEMENTS = 2**16
 
 
+def _finite(result, name):
+    """``result`` (an array or a tuple of arrays) after checking that nothing overflowed."""
+    if not all(np.all(np.isfinite(part)) for part in (result if isinstance(result, tuple) else (result,))):
+        raise ValueError(f"{name} is too large for this field: the result overflows float64")
+    return result
+
+
 class _LocalField(MetricField):
     """Shared storage and proximity scores of the local fields."""
 
@@ -35,6 +42,8 @@ class _LocalField(MetricField):
         if centers.ndim != 2:
             raise ValueError(f"centers must have shape (n_centers, dim), got {centers.shape}")
         n_centers, dim = centers.shape
+        if n_centers == 0 or dim == 0:
+            raise ValueError(f"centers must hold at least one center of dimension >= 1, got shape {centers.shape}")
         metrics = check_spd(metrics, "metrics", dim=dim)
         if metrics.shape != (n_centers, dim, dim):
             raise ValueError(
@@ -51,9 +60,6 @@ class _LocalField(MetricField):
         self.proximity = proximity
         self._stacked = metrics.reshape(n_centers * dim, dim)  # rows: M_1, ..., M_R
         self._flat_metrics = metrics.reshape(n_centers, dim * dim)
-        nearness = metrics if proximity is None else np.broadcast_to(proximity, metrics.shape)
-        self._center_products = np.einsum("rij,rj->ri", nearness, centers)  # P_r x_r
-        self._center_norms = np.einsum("ri,ri->r", self._center_products, centers)  # x_r^T P_r x_r
 
     @property
     def n_centers(self):
@@ -62,26 +68,51 @@ class _LocalField(MetricField):
 
     def _chunks(self, n_points):
         size = max(1, _CHUNK_ELEMENTS // max(1, self.n_centers * self.dim))
-        return [slice(start, start + size) for start in range(0, n_points, size)]
+        return [slice(start, start + size) for start in range(0, max(n_points, 1), size)]  # one, even if empty
 
     def _local_products(self, v):
         """:math:`M_r v` for every center, shape ``(n, R, dim)``."""
         return (v @ self._stacked.T).reshape(len(v), self.n_centers, self.dim)
 
-    def _scores(self, x, metric_x=None):
-        """Squared proximities :math:`s_r(x)` and their halved gradients :math:`P_r(x - x_r)`.
+    def _proximity_products(self, diff):
+        """:math:`P_r d_r` for differences ``diff`` of shape ``(n, R, dim)`` (one GEMM per center)."""
+        if self.proximity is not None:
+            return diff @ self.proximity
+        return (diff.transpose(1, 0, 2) @ self.metrics).transpose(1, 0, 2)  # M_r symmetric: d M_r = (M_r d)^T
 
-        ``x`` has shape ``(n, dim)``; returns ``(n, R)`` and ``(n, R, dim)``.
-        ``metric_x`` is :math:`M_r x` when already known.
+    def _scores(self, x, half_grad=None):
+        """Squared proximities :math:`s_r(x)` and their halved gradients :math:`h_r = P_r(x - x_r)`.
+
+        ``x`` has shape ``(n, dim)``; returns ``(n, R)`` and ``(n, R, dim)``; ``half_grad``
+        is :math:`h_r` when already known. Computed from the differences :math:`x - x_r`, never
+        from the expanded :math:`x^T P_r x - 2 x^T P_r x_r + x_r^T P_r x_r`, whose cancellation
+        at offsets of 1e8 picks the wrong cell: the field is translation invariant to rounding.
         """
-        if self.proximity is None:
-            metric_x = self._local_products(x) if metric_x is None else metric_x
-            half_grad = metric_x - self._center_products
-        else:
-            half_grad = (x @ self.proximity)[:, None, :] - self._center_products
-        # h_r . (x - x_r) = h_r . x - (x . P_r x_r - x_r^T P_r x_r): one einsum and one GEMM
-        scores = np.einsum("nrd,nd->nr", half_grad, x) - (x @ self._center_products.T - self._center_norms)
-        return np.maximum(scores, 0.0), half_grad
+        diff = x[:, None, :] - self.centers
+        half_grad = self._proximity_products(diff) if half_grad is None else half_grad
+        return self._proximities(half_grad, diff), half_grad
+
+    @staticmethod
+    def _proximities(half_grad, diff):
+        r""":math:`s_r = h_r \cdot (x - x_r)`, shape ``(n, R)``; only their order and gaps are used.
+
+        Beyond :math:`|x - x_r| \approx 10^{154}` the squares overflow: rows are then ranked by
+        scaled scores, the nearest center at 0 and the gaps to the others (overflowing to +inf,
+        weight 0) scaled back.
+        """
+        scores = np.einsum("nrd,nrd->nr", half_grad, diff)
+        if scores.max(initial=0.0) < np.inf:  # the common case, checked in one reduction (NaN fails it too)
+            return scores
+        overflow = ~np.all(np.isfinite(scores), axis=1)
+        if np.any(overflow):
+            scale = np.abs(diff[overflow]).max(axis=(1, 2))[:, None]
+            scaled = np.einsum("nrd,nrd->nr", half_grad[overflow] / scale[:, :, None], diff[overflow] / scale[:, :, None])
+            gaps = scaled - scaled.min(axis=1, keepdims=True)
+            with np.errstate(over="ignore", invalid="ignore"):
+                scores[overflow] = np.where(gaps > 0, gaps * scale**2, 0.0)
+            if not np.all(np.isfinite(scores.min(axis=1))):
+                raise ValueError("base_point is too far from the centers: its proximities overflow float64")
+        return scores
 
     def _flat(self, base_point, name="base_point"):
         x = check_points(base_point, self.dim, name)
@@ -164,31 +195,39 @@ class RBFLocalField(_LocalField):
         x, batch = self._flat(base_point)
         return self._weights(x)[0].reshape(batch + (self.n_centers,))
 
-    def _weights(self, x, metric_x=None):
+    def _weights(self, x, half_grad=None):
         r"""Weights :math:`w_r(x)` and half-gradients :math:`h_r = P_r (x - x_r)`.
 
         The weight gradients are :math:`g_r = \nabla \log \tilde w_r = -\tfrac{2}{\sigma} h_r`;
         callers fold the factor into their ``(n, R)`` coefficients.
         """
-        scores, half_grad = self._scores(x, metric_x)
-        weights = np.exp((scores.min(axis=1, keepdims=True) - scores) / self.sigma)  # largest term is 1
+        return self._softmax(*self._scores(x, half_grad))
+
+    def _softmax(self, scores, half_grad):
+        r"""Weights :math:`\mathrm{softmax}_r(-s_r / \sigma)` (largest term 1 before normalizing), and ``half_grad``."""
+        weights = np.exp((scores.min(axis=1, keepdims=True) - scores) / self.sigma)
         weights /= weights.sum(axis=1, keepdims=True)
         return weights, half_grad
 
     def log_normalizer(self, base_point):
         r""":math:`\log \sum_r e^{-s_r(x)/\sigma}`, stable far from every center."""
         x, batch = self._flat(base_point)
-        return logsumexp(-self._scores(x)[0] / self.sigma, axis=1).reshape(batch)
+        diff = x[:, None, :] - self.centers
+        with np.errstate(over="ignore"):
+            scores = np.einsum("nrd,nrd->nr", self._proximity_products(diff), diff)
+        return _finite(logsumexp(-scores / self.sigma, axis=1).reshape(batch), "base_point")
 
-    def _map_chunks(self, fn, base_point, *vectors):
-        """Apply ``fn(x, *vectors)`` to flattened chunks and restore batch shapes."""
-        arrays = [check_points(base_point, self.dim, "base_point")] + [
-            check_points(v, self.dim, "tangent_vec") for v in vectors
-        ]
-        shape = np.broadcast_shapes(*(a.shape for a in arrays))
+    def _map_chunks(self, fn, base_point, *vectors, names=("tangent_vec", "position_vec", "velocity_vec")):
+        """Apply ``fn(x, *vectors)`` to flattened chunks and restore batch shapes; ``names`` name the vectors."""
+        arrays = [self._check(base_point)] + [check_points(v, self.dim, name) for v, name in zip(vectors, names)]
+        try:
+            shape = np.broadcast_shapes(*(a.shape for a in arrays))
+        except ValueError:
+            shapes = [f"{name} of shape {a.shape}" for name, a in zip(names, arrays[1:])] + [f"base_point of shape {arrays[0].shape}"]
+            raise ValueError(f"{' and '.join(shapes)} do not broadcast together") from None
         if len(shape) == 2 and shape[0] * self.n_centers * self.dim <= _CHUNK_ELEMENTS:
             if all(a.shape == shape for a in arrays):  # the common case: skip the chunk bookkeeping
-                return fn(*arrays)
+                return _finite(fn(*arrays), names[0] if vectors else "base_point")
         flat = [np.broadcast_to(a, shape).reshape(-1, self.dim) for a in arrays]
         outputs = None
         for chunk in self._chunks(len(flat[0])):
@@ -198,7 +237,7 @@ class RBFLocalField(_LocalField):
             for store, part in zip(outputs, result):
                 store.append(part)
         merged = [np.concatenate(parts).reshape(shape[:-1] + parts[0].shape[1:]) for parts in outputs]
-        return merged[0] if len(merged) == 1 else tuple(merged)
+        return _finite(merged[0] if len(merged) == 1 else tuple(merged), names[0] if vectors else "base_point")
 
     def _blend_metric(self, weights):
         r""":math:`M = \sum_r w_r M_r`, shape ``(n, dim, dim)``."""
@@ -265,26 +304,33 @@ class RBFLocalField(_LocalField):
         return self._map_chunks(lambda x, v: self._energy_terms(*self._blend(x, v), v, True)[2:], base_point, tangent_vec)
 
     def segment_energy_terms(self, curves, hessian=False):
-        # M_r is linear: M_r c_j at the nodes give M_r d_i (differences) and M_r m_i (means), one product per node
-        curves = check_points(curves, self.dim, "curves", min_ndim=2)
+        # M_r is linear: M_r (c_j - c_0) at the nodes give M_r d_i (differences) and the halved
+        # gradients at the midpoints (means), one GEMM per curve; relative to the curve's first
+        # node c_0, so nothing cancels at large offsets
+        curves = self._check_curves(curves)
         nodes = curves.reshape((-1,) + curves.shape[-2:])
         n_nodes = nodes.shape[1]
         size = max(1, _CHUNK_ELEMENTS // (n_nodes * self.n_centers * self.dim))
         parts = [self._segment_terms(nodes[start : start + size], hessian) for start in range(0, len(nodes), size)]
         merged = parts[0] if len(parts) == 1 else [np.concatenate(values) for values in zip(*parts)]
         shape = curves.shape[:-2] + (n_nodes - 1,)
-        return tuple(values.reshape(shape + values.shape[1:]) for values in merged)
+        return _finite(tuple(values.reshape(shape + values.shape[1:]) for values in merged), "curves")
 
     def _segment_terms(self, nodes, hessian):
         batch, n_nodes, dim = nodes.shape
-        products = self._local_products(nodes.reshape(-1, dim)).reshape(batch, n_nodes, self.n_centers, dim)
+        relative = nodes - nodes[:, :1]  # c_j - c_0
+        centers = self.centers - nodes[:, :1]  # x_r - c_0, shape (batch, R, dim)
+        products = self._local_products(relative.reshape(-1, dim)).reshape(batch, n_nodes, self.n_centers, dim)
         local = (products[:, 1:] - products[:, :-1]).reshape(-1, self.n_centers, dim)
         steps = np.diff(nodes, axis=1).reshape(-1, dim)
-        midpoints = (0.5 * (nodes[:, 1:] + nodes[:, :-1])).reshape(-1, dim)
-        metric_mid = None
-        if self.proximity is None:
-            metric_mid = (0.5 * (products[:, 1:] + products[:, :-1])).reshape(-1, self.n_centers, dim)
-        return self._energy_terms(*self._weights(midpoints, metric_mid), local, steps, hessian)
+        midpoints = 0.5 * (relative[:, 1:] + relative[:, :-1])
+        if self.proximity is None:  # M_r (m_i - x_r) = M_r (m_i - c_0) - M_r (x_r - c_0)
+            half_grad = 0.5 * (products[:, 1:] + products[:, :-1]) - self._proximity_products(centers)[:, None]
+        else:
+            half_grad = (midpoints @ self.proximity)[:, :, None, :] - (centers @ self.proximity)[:, None]
+        diff = (midpoints[:, :, None, :] - centers[:, None]).reshape(-1, self.n_centers, dim)
+        half_grad = half_grad.reshape(-1, self.n_centers, dim)
+        return self._energy_terms(*self._softmax(self._proximities(half_grad, diff), half_grad), local, steps, hessian)
 
     def _derivative_product(self, weights, half_grad, local, v):
         r""":math:`(\partial_v M) v = \sum_r w_r ((g_r - \bar g) \cdot v) M_r v`."""
@@ -388,6 +434,8 @@ class SmoothLocalField(RBFLocalField):
 
     def __init__(self, centers, metrics, rho=1.0):
         self.rho = check_positive(rho, "rho")
+        if not np.isfinite(2.0 / self.rho):
+            raise ValueError(f"rho must be > 0 with 2 / rho finite, got {rho!r}")
         super().__init__(centers, metrics, sigma=2.0 / self.rho, proximity=None)
 
     def __repr__(self):

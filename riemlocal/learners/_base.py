@@ -4,7 +4,17 @@ import numpy as np
 from sklearn.base import BaseEstimator, TransformerMixin
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-__all__ = ["MetricLearner", "components_from_metric"]
+__all__ = ["MetricLearner", "components_from_metric", "relative_weights"]
+
+
+def relative_weights(weights):
+    """Non-negative ``weights`` scaled to mean 1: ``c * weights`` gives the same result for every ``c > 0``.
+
+    For the learners whose loss is a weighted sum (LMNN, BoostMetric), where only the
+    ratios of the weights carry meaning; uniform weights of any scale become ones.
+    """
+    weights = weights / weights.max()  # first into [0, 1], so the mean neither overflows nor underflows
+    return weights / weights.mean()
 
 
 def components_from_metric(metric, tol=1e-12):

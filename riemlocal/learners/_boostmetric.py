@@ -12,8 +12,8 @@ from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import validate_data
 from tqdm.auto import tqdm
 
-from ..utils.validation import check_int, check_option, check_positive, check_weights
-from ._base import MetricLearner
+from ..utils.validation import check_int, check_labels, check_option, check_positive, check_weights
+from ._base import MetricLearner, relative_weights
 
 __all__ = ["BoostMetric"]
 
@@ -136,7 +136,8 @@ class BoostMetric(MetricLearner):
         y : array-like of shape (n_samples,)
             Class labels.
         sample_weight : array-like of shape (n_samples,), default=None
-            Non-negative weights (0 = absent); see the class docstring.
+            Non-negative weights (0 = absent); see the class docstring. Only
+            their ratios matter: they are scaled to mean 1.
 
         Returns
         -------
@@ -148,9 +149,9 @@ class BoostMetric(MetricLearner):
         check_option(self.eigen_solver, "eigen_solver", {"auto", "arpack", "dense"})
         tol = check_positive(self.tol, "tol")
         X, y = validate_data(self, X, y, ensure_min_samples=2)
-        check_classification_targets(y)
+        check_classification_targets(check_labels(y))
         self.classes_, y = np.unique(y, return_inverse=True)
-        weights = check_weights(sample_weight, X.shape[0])
+        weights = relative_weights(check_weights(sample_weight, X.shape[0]))
 
         triplets = _Triplets(X, y, weights, n_targets)
         self.n_triplets_ = triplets.size

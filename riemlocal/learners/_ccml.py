@@ -11,7 +11,15 @@ from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import validate_data
 from tqdm.auto import tqdm
 
-from ..utils.validation import check_int, check_option, check_points, check_positive, check_random_state, check_weights
+from ..utils.validation import (
+    check_int,
+    check_labels,
+    check_option,
+    check_points,
+    check_positive,
+    check_random_state,
+    check_weights,
+)
 from ._base import MetricLearner
 
 __all__ = ["CCMLMetric"]
@@ -152,7 +160,8 @@ class CCMLMetric(MetricLearner):
         max_iter = check_int(self.max_iter, "max_iter")
         tol = check_positive(self.tol, "tol")
         X, y = validate_data(self, X, y, ensure_min_samples=2)
-        check_classification_targets(y)
+        check_classification_targets(check_labels(y))
+        check_random_state(self.random_state)
         self.classes_, y = np.unique(y, return_inverse=True)
         weights = check_weights(sample_weight, X.shape[0])
         n_components = X.shape[1] if self.n_components is None else check_int(self.n_components, "n_components")

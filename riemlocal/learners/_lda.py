@@ -7,7 +7,7 @@ import scipy.linalg
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import validate_data
 
-from ..utils.validation import check_option, check_positive, check_weights, is_positive_definite
+from ..utils.validation import check_labels, check_option, check_positive, check_weights, is_positive_definite
 from ._base import MetricLearner
 
 __all__ = ["LDAMetric"]
@@ -159,7 +159,7 @@ class LDAMetric(MetricLearner):
         self : LDAMetric
         """
         X, y = validate_data(self, X, y)
-        check_classification_targets(y)
+        check_classification_targets(check_labels(y))
         self._check_params(X.shape[1])
         weights = check_weights(sample_weight, X.shape[0])
         present = weights > 0

@@ -12,8 +12,16 @@ from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import validate_data
 from tqdm.auto import tqdm
 
-from ..utils.validation import check_int, check_option, check_points, check_positive, check_random_state, check_weights
-from ._base import MetricLearner, components_from_metric
+from ..utils.validation import (
+    check_int,
+    check_labels,
+    check_option,
+    check_points,
+    check_positive,
+    check_random_state,
+    check_weights,
+)
+from ._base import MetricLearner, components_from_metric, relative_weights
 
 __all__ = ["LMNNMetric"]
 
@@ -347,16 +355,18 @@ class LMNNMetric(MetricLearner):
             Class labels.
         sample_weight : array-like of shape (n_samples,), default=None
             Non-negative weights of the terms anchored at each sample; weight
-            0 removes the sample (it is neither target nor impostor).
+            0 removes the sample (it is neither target nor impostor). Only their
+            ratios matter: they are scaled to mean 1.
 
         Returns
         -------
         self : LMNNMetric
         """
         X, y = validate_data(self, X, y)
-        check_classification_targets(y)
+        check_classification_targets(check_labels(y))
         self._check_params()
-        weights = check_weights(sample_weight, X.shape[0])
+        check_random_state(self.random_state)
+        weights = relative_weights(check_weights(sample_weight, X.shape[0]))
         present = weights > 0
         X, y, weights = X[present], y[present], weights[present]
         self.classes_, class_index = np.unique(y, return_inverse=True)

@@ -10,6 +10,8 @@ import numpy as np
 from sklearn.base import clone
 from sklearn.utils.validation import has_fit_parameter
 
+from ..utils.validation import check_weights
+
 __all__ = ["fit_local_metric", "condition_metric", "check_rank", "WEIGHT_FLOOR"]
 
 #: samples whose weight is below this fraction of the largest weight are dropped
@@ -74,6 +76,7 @@ def fit_local_metric(learner, X, y, sample_weight=None, *, rank="auto", normaliz
     """
     dim = X.shape[1]
     if sample_weight is not None:
+        sample_weight = check_weights(sample_weight, len(X))
         keep = sample_weight >= WEIGHT_FLOOR * sample_weight.max()
         X, y, sample_weight = X[keep], y[keep], sample_weight[keep]
     n_classes = len(np.unique(y))

@@ -16,7 +16,7 @@ from tqdm.auto import tqdm
 
 from ..numerics import curve_energy, extrapolate_levels
 from ..utils.optimize import ARMIJO
-from ..utils.validation import check_int, check_option, check_points, check_positive, check_weights
+from ..utils.validation import check_int, check_n_jobs, check_option, check_points, check_positive, check_weights
 from . import _tangent
 
 __all__ = ["FrechetMean"]
@@ -155,6 +155,7 @@ class FrechetMean(BaseEstimator):
         check_int(self.max_segments, "max_segments", minimum=self.n_segments)
         check_positive(self.rtol, "rtol")
         tol = check_positive(self.tol, "tol")
+        check_n_jobs(self.n_jobs)
         X = validate_data(self, X, dtype=float)
         if X.shape[1] != dim:
             raise ValueError(f"X must have {dim} features to match the space, got shape {X.shape}")

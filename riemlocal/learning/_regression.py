@@ -9,7 +9,7 @@ from sklearn.linear_model import LinearRegression
 from sklearn.utils.validation import check_is_fitted, validate_data
 from tqdm.auto import tqdm
 
-from ..utils.validation import check_int, check_option, check_positive, check_weights
+from ..utils.validation import check_int, check_n_jobs, check_option, check_positive, check_weights
 from . import _tangent
 from ._frechet import FrechetMean
 from ._pga import PrincipalGeodesicAnalysis
@@ -120,6 +120,7 @@ class GeodesicRegression(BaseEstimator):
         method = check_option(self.method, "method", ("exact", "flat"))
         max_iter = check_int(self.max_iter, "max_iter")
         tol = check_positive(self.tol, "tol")
+        check_n_jobs(self.n_jobs)
         t, Y = validate_data(self, _as_design(t), Y, dtype=float, multi_output=True, y_numeric=True, ensure_min_samples=2)
         Y = np.asarray(Y, dtype=float).reshape(len(Y), -1)
         if Y.shape[1] != dim:
@@ -270,13 +271,13 @@ class TangentSpaceRegression(RegressorMixin, BaseEstimator):
     def fit(self, X, y, sample_weight=None):
         """Fit on points ``X`` (n_samples, dim) and responses ``y``; ``sample_weight`` goes to the estimator."""
         X, y = validate_data(self, X, y, dtype=float, multi_output=True, y_numeric=True, ensure_min_samples=2)
+        fit_params = {} if sample_weight is None else {"sample_weight": check_weights(sample_weight, len(X))}
         self.pga_ = PrincipalGeodesicAnalysis(
             self.space, self.n_components, max_iter=self.max_iter, tol=self.tol, n_jobs=self.n_jobs, verbose=self.verbose
         )
         coordinates = self.pga_.fit_transform(X)
         self.mean_ = self.pga_.mean_
         self.estimator_ = clone(LinearRegression() if self.estimator is None else self.estimator)
-        fit_params = {} if sample_weight is None else {"sample_weight": sample_weight}
         self.estimator_.fit(coordinates, y, **fit_params)
         return self
 

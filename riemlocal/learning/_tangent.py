@@ -12,6 +12,7 @@ import numpy as np
 from joblib import effective_n_jobs
 
 from ..utils.parallel import parallel_map
+from ..utils.validation import check_n_jobs
 
 __all__ = ["point_dim", "log", "exp", "exp_differential", "exp_derivative", "metric_matrix", "squared_norm", "squared_dist"]
 
@@ -34,7 +35,7 @@ def point_dim(space):
 def _map(function, batched, shared, n_jobs):
     """``function(*batched_chunk, *shared)`` over chunks of the leading axis, concatenated."""
     n_samples = len(batched[0])
-    n_chunks = min(n_samples, effective_n_jobs(n_jobs))
+    n_chunks = min(n_samples, effective_n_jobs(check_n_jobs(n_jobs)))
     if n_chunks <= 1:
         return np.asarray(function(*batched, *shared), dtype=float)
     chunks = np.array_split(np.arange(n_samples), n_chunks)

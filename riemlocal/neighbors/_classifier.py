@@ -7,7 +7,7 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 
 from ..distances import distance
 from ..placement import default_learner, place_field, validate_classes
-from ..utils.validation import check_int, check_option, check_positive
+from ..utils.validation import check_int, check_n_jobs, check_option, check_positive
 from ._decision import DECISIONS, ccknn_scores, knn_votes
 from ._shortlist import GlobalShortlist
 from ._taxonomy import check_where_rule
@@ -194,6 +194,7 @@ class LocalMetricKNN(ClassifierMixin, BaseEstimator):
         self : LocalMetricKNN
         """
         self._check_params()
+        check_n_jobs(self.n_jobs)
         X, y_index = validate_classes(self, X, y)
         self._check_class_sizes(len(X), np.bincount(y_index))
         learner = default_learner() if self.learner is None else self.learner

@@ -69,7 +69,10 @@ def integrate_geodesic(field, tangent_vec, base_point, t_eval=(1.0,), rtol=1e-9,
 def _broadcast_pairs(first, second, names, dim):
     """Validate two point arrays and broadcast them to ``(n_pairs, dim)``; also returns the batch shape."""
     a, b = check_points(first, dim, names[0]), check_points(second, dim, names[1])
-    shape = np.broadcast_shapes(a.shape, b.shape)
+    try:
+        shape = np.broadcast_shapes(a.shape, b.shape)
+    except ValueError:
+        raise ValueError(f"{names[0]} of shape {a.shape} and {names[1]} of shape {b.shape} do not broadcast together") from None
     if int(np.prod(shape[:-1])) == 0:
         raise ValueError(f"{names[0]} and {names[1]} must hold at least one point, got shape {shape}")
     return np.broadcast_to(a, shape).reshape(-1, dim), np.broadcast_to(b, shape).reshape(-1, dim), shape[:-1]

@@ -9,7 +9,7 @@ from tqdm.auto import tqdm
 
 from ..fields import ConstantField, NearestLocalField, RBFLocalField, SmoothLocalField
 from ..learners import LDAMetric, check_rank, condition_metric, fit_local_metric
-from ..utils.validation import check_int, check_option, check_positive, check_random_state
+from ..utils.validation import check_int, check_labels, check_n_jobs, check_option, check_positive, check_random_state
 from ._regions import auto_bandwidth, class_weights, leave_one_out_smoothing, neighbourhoods, reference_weights
 
 __all__ = ["LocalMetrics", "default_learner", "validate_classes", "PLACEMENTS", "NEIGHBOURHOOD_SIZES", "PROXIMITIES"]
@@ -30,7 +30,7 @@ def default_learner():
 def validate_classes(estimator, X, y):
     """Validate labelled data for ``estimator``, set its ``classes_`` (at least 2); return ``X`` and class indices."""
     X, y = validate_data(estimator, X, y, ensure_min_samples=2)
-    check_classification_targets(y)
+    check_classification_targets(check_labels(y))
     estimator.classes_, y_index = np.unique(y, return_inverse=True)
     if len(estimator.classes_) < 2:
         raise ValueError(f"y must hold at least 2 classes to learn a metric, got {len(estimator.classes_)} class")
@@ -184,6 +184,8 @@ class LocalMetrics(BaseEstimator):
         check_option(self.where, "where", PLACEMENTS)
         check_rank(self.rank)
         check_positive(self.ridge, "ridge", strict=False)
+        check_n_jobs(self.n_jobs)
+        check_random_state(self.random_state)
         X, y = validate_classes(self, X, y)
         learner = default_learner() if self.learner is None else self.learner
         global_learner = learner if self.global_learner is None else self.global_learner

@@ -4,6 +4,8 @@ from joblib import Parallel, delayed, effective_n_jobs
 from threadpoolctl import threadpool_limits
 from tqdm.auto import tqdm
 
+from .validation import check_n_jobs
+
 __all__ = ["parallel_map"]
 
 
@@ -13,7 +15,7 @@ def parallel_map(function, tasks, n_jobs=None, verbose=False, description=None):
     With more than one worker, BLAS is limited to one thread inside each, so
     workers do not oversubscribe the cores; ``verbose`` shows a tqdm bar.
     """
-    tasks = list(tasks)
+    n_jobs, tasks = check_n_jobs(n_jobs), list(tasks)
     limit = effective_n_jobs(n_jobs) > 1
     results = Parallel(n_jobs=n_jobs, return_as="generator")(
         delayed(_single_threaded)(function, task, limit) for task in tasks

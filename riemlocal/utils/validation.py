@@ -13,6 +13,9 @@ __all__ = [
     "check_random_state",
     "check_int",
     "check_weights",
+    "check_n_jobs",
+    "check_labels",
+    "check_spread",
     "solve_spd",
     "SPD_RTOL",
     "is_positive_definite",
@@ -42,15 +45,18 @@ def check_points(x, dim=None, name="x", min_ndim=1):
     Raises
     ------
     TypeError
-        If ``x`` is not numeric.
+        If ``x`` is not an array of real numbers (complex or strings included).
     ValueError
         If ``x`` has NaN/inf, fewer than ``min_ndim`` axes or a last axis
         other than ``dim``.
     """
     try:
-        arr = np.asarray(x, dtype=float)
+        arr = np.asarray(x)
+        if arr.dtype.kind not in "biufO":  # complex (whose imaginary part a cast would drop), strings, bytes
+            raise TypeError(f"dtype {arr.dtype}")
+        arr = arr.astype(float, copy=False)
     except (TypeError, ValueError) as exc:
-        raise TypeError(f"{name} must be a numeric array, got {type(x).__name__}") from exc
+        raise TypeError(f"{name} must be a numeric array of real numbers, got {type(x).__name__} ({exc})") from exc
     if arr.ndim < min_ndim:
         raise ValueError(f"{name} must have at least {min_ndim} axis(es) of shape (..., dim), got shape {arr.shape}")
     if dim is not None and arr.shape[-1] != dim:
@@ -109,7 +115,9 @@ def check_random_state(seed):
     """Return a :class:`numpy.random.Generator` from ``None``, an int or a Generator."""
     if isinstance(seed, np.random.Generator):
         return seed
-    if seed is None or isinstance(seed, (numbers.Integral, np.random.SeedSequence)):
+    if isinstance(seed, numbers.Integral) and not isinstance(seed, bool) and seed < 0:
+        raise ValueError(f"random_state must be None, a non-negative int or a numpy Generator, got {seed!r}")
+    if seed is None or (isinstance(seed, (numbers.Integral, np.random.SeedSequence)) and not isinstance(seed, bool)):
         return np.random.default_rng(seed)
     if isinstance(seed, np.random.RandomState):
         return np.random.default_rng(seed.randint(2**31 - 1))
@@ -140,6 +148,46 @@ def check_weights(sample_weight, n_samples):
     if not np.any(weights > 0):
         raise ValueError("sample_weight must not be all zero weights (at least one positive entry is needed)")
     return weights
+
+
+def check_n_jobs(n_jobs):
+    """Return ``n_jobs`` after checking it is ``None`` or a nonzero int (joblib: -1 is all cores, -2 all but one)."""
+    if n_jobs is None:
+        return None
+    if isinstance(n_jobs, bool) or not isinstance(n_jobs, numbers.Integral):
+        raise TypeError(f"n_jobs must be None or an int, got {n_jobs!r}")
+    if n_jobs == 0:
+        raise ValueError("n_jobs must be None or a nonzero int (1: no parallelism, -1: all cores), got 0")
+    return int(n_jobs)
+
+
+def check_spread(X, name="X"):
+    """Return points ``X`` of shape ``(n, dim)`` after checking their squared distances fit in float64.
+
+    Statistics of ``X`` (covariances, scatter matrices) square its differences; beyond a
+    spread of about 1e154 they overflow and later computations fail without a clear cause.
+    """
+    with np.errstate(over="ignore", invalid="ignore"):
+        squared_spread = np.square(np.abs(X - X[:1]).max(initial=0.0)) * X.shape[-1]
+    if not np.isfinite(squared_spread):
+        raise ValueError(f"{name} spans too far (about 1e154 or more): its squared distances overflow float64")
+    return X
+
+
+def check_labels(y, name="y"):
+    """Return class labels ``y`` as an array after checking they are all strings or all numbers.
+
+    A mix (``[0, "a"]``) has no order in which to sort classes, so it is a ``TypeError``.
+    """
+    y = np.asarray(y)
+    if y.dtype.kind == "c":
+        raise TypeError(f"{name} must hold real numbers or strings as labels, got complex values")
+    if y.dtype == object:
+        kinds = {"string" if isinstance(label, str) else "number" if isinstance(label, numbers.Real) else type(label).__name__
+                 for label in y.flat}
+        if len(kinds) > 1:
+            raise TypeError(f"{name} must hold labels of one type (all strings or all numbers), got a mix of {sorted(kinds)}")
+    return y
 
 
 def solve_spd(matrices, vectors):
