@@ -24,7 +24,7 @@ from sklearn.exceptions import ConvergenceWarning
 
 from ..utils.arrays import unique_rows
 from ..utils.parallel import parallel_map
-from ..utils.validation import check_int, check_option, check_points, check_positive
+from ..utils.validation import check_int, check_n_jobs, check_option, check_points, check_positive
 from ._energy import initial_velocity
 from ._minimize import METHODS, UNRESOLVED, extrapolate_levels
 from ._runge_kutta import dormand_prince
@@ -95,7 +95,7 @@ def _distinct_pairs(x, y, symmetric):
 
 def _map_chunks(solve, a, b, chunk_size, n_jobs, verbose, description):
     """``solve`` on chunks of at most ``chunk_size`` pairs ``(a, b)``, at least one per worker (joblib); outputs concatenated."""
-    n_workers = effective_n_jobs(n_jobs)
+    n_workers = effective_n_jobs(check_n_jobs(n_jobs))
     if len(a) <= chunk_size and not verbose and n_workers == 1:  # one chunk, in this process
         return list(solve(a, b))
     size = max(1, min(chunk_size, -(-len(a) // n_workers)))
