@@ -325,18 +325,3 @@ def test_pairs_are_split_over_the_workers(monkeypatch):
         split = EnergyLogSolver(TWO_METRIC, chunk_size=256, n_jobs=2).dist(x, y)
     assert sorted(sizes) == [3, 3]
     np.testing.assert_allclose(split, EnergyLogSolver(TWO_METRIC).dist(x, y), rtol=1e-10)
-
-
-@pytest.mark.parametrize("n_segments", [2, 3, 8])
-def test_refine_inserts_midpoints_exact_for_cubic_curves(n_segments):
-    def cubic(t):
-        return np.stack([1.0 - 2.0 * t + 3.0 * t**2 - 4.0 * t**3, t**3 + 0.5 * t], axis=-1)
-
-    def line(t):
-        return np.stack([1.0 - 2.0 * t, 0.5 * t], axis=-1)
-
-    coarse, fine = np.linspace(0.0, 1.0, n_segments + 1), np.linspace(0.0, 1.0, 2 * n_segments + 1)
-    curve = cubic if n_segments >= 3 else line  # below 3 segments: chord midpoints
-    assert_allclose(refine(curve(coarse)[None]), curve(fine)[None], atol=1e-14)
-    smooth = refine(np.stack([np.sin(3 * coarse), coarse], axis=-1))
-    assert np.max(np.abs(smooth - np.stack([np.sin(3 * fine), fine], axis=-1))) < (3e-3 if n_segments == 8 else 1.0)
