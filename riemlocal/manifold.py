@@ -202,6 +202,17 @@ class LearnedMetric(RiemannianMetric):
         r""":math:`\sqrt{v^T M(x) v}`, shape ``(...)``."""
         return super().norm(*self._tangent_vectors(base_point, vector=vector))
 
+    def normalization_factor(self, variances):
+        """Refused: the normalizing constant of a Riemannian Gaussian has no closed form here.
+
+        geomstats' ``RiemannianEM`` needs it in closed form (its symmetric spaces provide
+        one); this makes that estimator refuse a learned manifold with a clear message.
+        """
+        raise NotImplementedError(
+            "the normalization factor of a Riemannian Gaussian has no closed form on a learned metric, so "
+            "geomstats' RiemannianEM cannot run on it; use riemlocal's FrechetMean and PrincipalGeodesicAnalysis"
+        )
+
 
 class LearnedMetricManifold(VectorSpace):
     r""":math:`\mathbb{R}^D` with the Riemannian metric of a smooth :class:`MetricField`.
