@@ -21,7 +21,7 @@ from . import _tangent
 
 __all__ = ["FrechetMean"]
 
-_MIN_STEP = 2.0**-30
+_MIN_KARCHER_STEP = 2.0**-30
 
 
 class FrechetMean(BaseEstimator):
@@ -197,7 +197,7 @@ class FrechetMean(BaseEstimator):
             scale = np.sqrt(2.0 * value)
             if grad_norm <= tol * scale:
                 return mean, n_iter, grad_norm, True, scale
-            if step < _MIN_STEP:
+            if step < _MIN_KARCHER_STEP:
                 break
             n_iter += 1
             bar.update()

@@ -9,6 +9,7 @@ from sklearn.linear_model import LinearRegression
 from sklearn.utils.validation import check_is_fitted, validate_data
 from tqdm.auto import tqdm
 
+from ..utils.optimize import ARMIJO
 from ..utils.validation import check_int, check_n_jobs, check_option, check_positive, check_weights
 from . import _tangent
 from ._frechet import FrechetMean
@@ -16,8 +17,7 @@ from ._pga import PrincipalGeodesicAnalysis
 
 __all__ = ["GeodesicRegression", "TangentSpaceRegression"]
 
-_ARMIJO = 1e-4
-_MIN_STEP = 2.0**-10
+_MIN_GAUSS_NEWTON_STEP = 2.0**-10
 # a rejected step predicting less than this relative decrease is below the accuracy of the Log residuals
 _RESOLUTION = 1e-8
 _DIFFERENCE_STEP = 1e-6  # central differences of Exp for spaces without exp_differential
@@ -153,7 +153,7 @@ class GeodesicRegression(BaseEstimator):
                 if decrement <= tol**2 * value:
                     converged = True
                     break
-                if step < _MIN_STEP or (step < 1.0 and decrement <= _RESOLUTION * value):
+                if step < _MIN_GAUSS_NEWTON_STEP or (step < 1.0 and decrement <= _RESOLUTION * value):
                     # no descent along the Gauss-Newton direction: stationary to the accuracy of the
                     # Log residuals (or, with "flat", of the linearization)
                     converged = True
@@ -164,7 +164,7 @@ class GeodesicRegression(BaseEstimator):
                 bar.update()
                 new_base, new_coef = self._move(base, coef, step * delta)
                 new_value, new_residuals, new_metrics = evaluate(new_base, new_coef)
-                if new_value <= value - 2.0 * _ARMIJO * step * decrement:
+                if new_value <= value - 2.0 * ARMIJO * step * decrement:
                     base, coef, value, residuals, metrics = new_base, new_coef, new_value, new_residuals, new_metrics
                     jacobians = self._jacobians(method, t, design, base, coef)
                     step = min(1.0, 2.0 * step)
