@@ -267,8 +267,8 @@ class RBFLocalField(_LocalField):
 
     @staticmethod
     def _centered(weights, values):
-        r""":math:`w_r (a_r - \bar a)`, :math:`\bar a = \sum_r w_r a_r` for ``values`` a of shape ``(n, R)``."""
-        return weights * (values - np.sum(weights * values, axis=1, keepdims=True))
+        r""":math:`w_r (a_r - \bar a)`, :math:`\bar a = \sum_r w_r a_r` for ``values`` a of shape ``(..., R)``."""
+        return weights * (values - np.sum(weights * values, axis=-1, keepdims=True))
 
     def _energy_terms(self, weights, half_grad, local, v, hessian=False):
         r"""First (and with ``hessian=True`` second) derivatives of :math:`f = v^T M(x) v = \sum_r w_r q_r`.
@@ -341,10 +341,20 @@ class RBFLocalField(_LocalField):
         return self._map_chunks(lambda x, v: self._derivative_product(*self._blend(x, v), v), base_point, tangent_vec)
 
     def _acceleration(self, tangent_vec, base_point):
-        # the fused form of MetricField.geodesic_acceleration: weights and M_r v computed once
-        blend = self._blend(base_point, tangent_vec)
-        rhs = 0.5 * self._energy_terms(*blend, tangent_vec)[1] - self._derivative_product(*blend, tangent_vec)
-        return solve_spd(self._blend_metric(blend[0]), rhs)
+        r"""The fused form of :meth:`MetricField.geodesic_acceleration`, for ``(n, dim)`` arrays (ODE right-hand sides).
+
+        With :math:`q_r = v^T M_r v` and :math:`\nu_r = h_r \cdot v`, the right-hand side
+        :math:`\tfrac12 \nabla_x f - (\partial_v M) v` of :meth:`_energy_terms` and
+        :meth:`_derivative_product` is :math:`-\tfrac{1}{\sigma} \sum_r [\tilde q_r h_r - 2 \tilde \nu_r M_r v]`,
+        :math:`\tilde a_r = w_r (a_r - \bar a)`: one product with the stacked :math:`[h_r; M_r v]`.
+        """
+        weights, half_grad = self._weights(base_point)
+        local = self._local_products(tangent_vec)
+        stacked = np.concatenate([half_grad, local], axis=1)  # (n, 2R, dim)
+        quadratics = (stacked @ tangent_vec[:, :, None]).reshape(len(weights), 2, self.n_centers)  # [nu_r], [q_r]
+        spread = self._centered(weights[:, None, :], quadratics)[:, ::-1] * np.array([[1.0], [-2.0]])
+        rhs = (-1.0 / self.sigma) * (spread.reshape(len(weights), 1, -1) @ stacked)[:, 0]
+        return solve_spd(self._blend_metric(weights), rhs)
 
     def geodesic_acceleration(self, tangent_vec, base_point):
         return self._map_chunks(lambda x, v: self._acceleration(v, x), base_point, tangent_vec)
