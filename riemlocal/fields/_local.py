@@ -29,7 +29,7 @@ _CHUNK_ELEMENTS = 2**16
 
 def _finite(result, name):
     """``result`` (an array or a tuple of arrays) after checking that nothing overflowed."""
-    if not all(np.all(np.isfinite(part)) for part in (result if isinstance(result, tuple) else (result,))):
+    if not all(np.isfinite(part).all() for part in (result if isinstance(result, tuple) else (result,))):
         raise ValueError(f"{name} is too large for this field: the result overflows float64")
     return result
 
@@ -101,7 +101,7 @@ class _LocalField(MetricField):
         weight 0) scaled back.
         """
         scores = np.einsum("nrd,nrd->nr", half_grad, diff)
-        if scores.max(initial=0.0) < np.inf:  # the common case, checked in one reduction (NaN fails it too)
+        if np.maximum.reduce(scores, axis=None, initial=0.0) < np.inf:  # the common case, checked in one reduction (NaN fails it too)
             return scores
         overflow = ~np.all(np.isfinite(scores), axis=1)
         if np.any(overflow):
@@ -205,8 +205,9 @@ class RBFLocalField(_LocalField):
 
     def _softmax(self, scores, half_grad):
         r"""Weights :math:`\mathrm{softmax}_r(-s_r / \sigma)` (largest term 1 before normalizing), and ``half_grad``."""
-        weights = np.exp((scores.min(axis=1, keepdims=True) - scores) / self.sigma)
-        weights /= weights.sum(axis=1, keepdims=True)
+        # ufunc reductions directly: the ndarray methods add Python overhead that dominates at small R
+        weights = np.exp((np.minimum.reduce(scores, axis=1, keepdims=True) - scores) / self.sigma)
+        weights /= np.add.reduce(weights, axis=1, keepdims=True)
         return weights, half_grad
 
     def log_normalizer(self, base_point):
@@ -268,7 +269,7 @@ class RBFLocalField(_LocalField):
     @staticmethod
     def _centered(weights, values):
         r""":math:`w_r (a_r - \bar a)`, :math:`\bar a = \sum_r w_r a_r` for ``values`` a of shape ``(..., R)``."""
-        return weights * (values - np.sum(weights * values, axis=-1, keepdims=True))
+        return weights * (values - np.add.reduce(weights * values, axis=-1, keepdims=True))
 
     def _energy_terms(self, weights, half_grad, local, v, hessian=False):
         r"""First (and with ``hessian=True`` second) derivatives of :math:`f = v^T M(x) v = \sum_r w_r q_r`.
