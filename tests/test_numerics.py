@@ -347,3 +347,33 @@ def test_pairs_are_split_over_the_workers(monkeypatch):
         split = EnergyLogSolver(TWO_METRIC, chunk_size=256, n_jobs=2).dist(x, y)
     assert sorted(sizes) == [3, 3]
     np.testing.assert_allclose(split, EnergyLogSolver(TWO_METRIC).dist(x, y), rtol=1e-10)
+
+
+def test_banded_newton_systems_solved_jointly_equal_dense_solves_and_flag_only_the_indefinite_one():
+    from riemlocal.numerics._minimize import _solve_band_spd, _upper_band
+
+    rng = np.random.default_rng(7)
+    n_problems, n_blocks, dim = 3, 5, 2
+    diagonal = rng.normal(size=(n_problems, n_blocks, dim, dim))
+    diagonal = diagonal @ np.swapaxes(diagonal, -1, -2) + 4.0 * np.eye(dim)
+    upper = 0.3 * rng.normal(size=(n_problems, n_blocks - 1, dim, dim))
+    rhs = rng.normal(size=(n_problems, n_blocks * dim))
+
+    def dense(p):
+        matrix = np.zeros((n_blocks * dim,) * 2)
+        for i in range(n_blocks):
+            matrix[i * dim : (i + 1) * dim, i * dim : (i + 1) * dim] = diagonal[p, i]
+        for i in range(n_blocks - 1):
+            matrix[i * dim : (i + 1) * dim, (i + 1) * dim : (i + 2) * dim] = upper[p, i]
+            matrix[(i + 1) * dim : (i + 2) * dim, i * dim : (i + 1) * dim] = upper[p, i].T
+        return matrix
+
+    solution, indefinite = _solve_band_spd(_upper_band(diagonal, upper), rhs)  # all definite: one joint LAPACK call
+    assert not indefinite.any()
+    for p in range(n_problems):
+        assert_allclose(solution[p], np.linalg.solve(dense(p), rhs[p]), rtol=1e-12, atol=1e-12)
+    diagonal[1, 2] = -diagonal[1, 2]  # problem 1 indefinite: the joint call fails, each is solved alone
+    solution, indefinite = _solve_band_spd(_upper_band(diagonal, upper), rhs)
+    assert_array_equal(indefinite, [False, True, False])
+    for p in (0, 2):
+        assert_allclose(solution[p], np.linalg.solve(dense(p), rhs[p]), rtol=1e-12, atol=1e-12)
