@@ -266,6 +266,15 @@ def test_dormand_prince_step_control_closes_a_kepler_orbit_as_cheaply_as_scipy_a
     assert n_evaluations[0] <= 1.05 * scipy_run.nfev
 
 
+def test_dormand_prince_lands_on_an_output_time_that_its_steps_miss_by_round_off():
+    # steps capped at 0.1 from t = 0.5 end at 0.9999999999999999: the sliver left to t = 1 must not be a step
+    field, rng = random_field(3, seed=2)
+    x, v = rng.normal(size=(2, 8, 3))
+    v[1:] *= 6.0
+    capped = integrate_geodesic(field, v, x, (0.0, 0.5, 1.0), 1e-9, 1e-11, max_step=0.1)
+    assert_allclose(capped, integrate_geodesic(field, v, x, (0.0, 0.5, 1.0), 1e-9, 1e-11), rtol=1e-7, atol=1e-7)
+
+
 def test_a_geodesic_is_integrated_the_same_whatever_its_batch_mates():
     field, rng = random_field(3, seed=2)
     x, v = rng.normal(size=(2, 8, 3))

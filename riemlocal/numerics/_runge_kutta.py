@@ -98,10 +98,11 @@ def dormand_prince(rhs, y0, times, rtol, atol, max_step=np.inf):
     while len(rows):
         yk, fk, tk = y[rows], f[rows], t[rows]
         remaining = times[next_time[rows]] - tk
-        step = np.minimum(h[rows], remaining)
-        landing = step >= remaining
-        if np.any(step <= 10.0 * np.spacing(np.maximum(tk, 1.0))):
-            raise RuntimeError(f"step size below round-off at t = {tk[step <= 10.0 * np.spacing(np.maximum(tk, 1.0))].min():.3g}")
+        round_off = 10.0 * np.spacing(np.maximum(tk, 1.0))
+        landing = h[rows] >= remaining - round_off  # a step ending within round-off of an output time lands on it
+        step = np.where(landing, remaining, h[rows])  # (else a sliver of a step would be left)
+        if np.any(step <= round_off):
+            raise RuntimeError(f"step size below round-off at t = {tk[step <= round_off].min():.3g}")
         stages = np.empty((7,) + yk.shape)
         stages[0] = fk
         for i, a in enumerate(_STAGES[1:], start=1):
