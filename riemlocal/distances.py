@@ -48,7 +48,7 @@ from sklearn.exceptions import ConvergenceWarning
 
 from .fields import MetricField
 from .manifold import LearnedMetricManifold
-from .utils.arrays import unique_rows
+from .utils.arrays import TASK_ELEMENTS, unique_rows
 from .utils.parallel import parallel_map
 from .utils.validation import check_option, check_points
 
@@ -66,7 +66,6 @@ RULES_BY_STRUCTURE = {
     "piecewise_smooth": tuple(rule for rule in RULES if rule != "geodesic"),
 }
 
-_CHUNK_ELEMENTS = 2**22  # bound on the temporary arrays of one task (floats)
 _MAX_PAIRS = 4096  # pairs per task
 _CELL_PAIRS = 2**16  # pairs per segment_cells call (a field shares its per-point work within a call)
 _QUADRATURE_PAIRS = 256  # pairs integrated together by quad_vec (they share subdivisions)
@@ -229,7 +228,7 @@ def _evaluate(field, X, Y, x_index, y_index, rule, squared, n_jobs, verbose):
 
 
 def _point_chunks(n_points, per_point):
-    step = max(1, _CHUNK_ELEMENTS // per_point)
+    step = max(1, TASK_ELEMENTS // per_point)
     return [slice(lo, lo + step) for lo in range(0, n_points, step)]
 
 

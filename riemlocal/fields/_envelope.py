@@ -16,11 +16,10 @@ the first parabola that drops below it, :math:`O(R)` work per breakpoint after
 
 import numpy as np
 
-from ..utils.arrays import unique_rows
+from ..utils.arrays import TASK_ELEMENTS, unique_rows
 
 __all__ = ["envelope_cells"]
 
-_CHUNK_ELEMENTS = 2**22  # bound on the temporary arrays of one block (floats)
 _MAX_PAIRS = 4096  # pairs per block
 _WALK_ROWS = 512  # pairs walked together (their (pairs, R) arrays stay in cache)
 
@@ -36,7 +35,7 @@ def envelope_cells(field, start, end):
     order = np.argsort(x_index, kind="stable")
     x_index, y_index = x_index[order], y_index[order]
     context = _envelope_context(field, Y)
-    max_pairs = max(1, min(_MAX_PAIRS, _CHUNK_ELEMENTS // (2 * field.n_centers)))
+    max_pairs = max(1, min(_MAX_PAIRS, TASK_ELEMENTS // (2 * field.n_centers)))
     pieces = []
     for block in _blocks(x_index, max_pairs):
         pair, cell, span = _block_cells(context, X, Y, x_index[block], y_index[block])
@@ -80,7 +79,7 @@ def _envelope_context(field, Y):
         rows, cols = np.triu_indices(field.dim)
         packed = field.metrics[:, rows, cols] * np.where(rows == cols, 1.0, 2.0)
         shifted = Y - origin
-        step = max(1, _CHUNK_ELEMENTS // len(rows))
+        step = max(1, TASK_ELEMENTS // len(rows))
         candidate_norms = np.concatenate(
             [_packed_norms(packed, shifted[lo : lo + step]) for lo in range(0, len(Y), step)]
         )
@@ -100,7 +99,7 @@ def _block_cells(context, X, Y, x_index, y_index):
     field = context[0]
     queries, local = np.unique(x_index, return_inverse=True)
     coefficients = np.empty((3, len(x_index), field.n_centers))  # a_r, b_r, c_r per pair
-    step = max(1, _CHUNK_ELEMENTS // (field.n_centers * field.dim))  # queries whose P_r x fit in memory
+    step = max(1, TASK_ELEMENTS // (field.n_centers * field.dim))  # queries whose P_r x fit in memory
     for lo in range(0, len(queries), step):
         rows = slice(*np.searchsorted(local, [lo, lo + step]))
         coefficients[:, rows] = _parabolas(context, X[queries[lo : lo + step]], Y, local[rows] - lo, y_index[rows])

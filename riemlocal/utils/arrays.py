@@ -2,7 +2,14 @@
 
 import numpy as np
 
-__all__ = ["unique_rows"]
+__all__ = ["unique_rows", "CACHE_ELEMENTS", "TASK_ELEMENTS"]
+
+#: floats in a temporary that should stay in cache, e.g. (chunk, R, D) blends of a field (512 KB:
+#: 3x faster than 64 MB ones at D = 100)
+CACHE_ELEMENTS = 2**16
+#: floats in the temporaries of one task of a rule or one block of products (32 MB): large enough
+#: that a matrix product reuses its operands, small enough for every worker's memory
+TASK_ELEMENTS = 2**22
 
 
 def unique_rows(points):
