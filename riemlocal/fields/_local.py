@@ -27,7 +27,7 @@ __all__ = ["NearestLocalField", "RBFLocalField", "SmoothLocalField"]
 
 def _finite(result, name):
     """``result`` (an array or a tuple of arrays) after checking that nothing overflowed."""
-    if not all(np.all(np.isfinite(part)) for part in (result if isinstance(result, tuple) else (result,))):
+    if not all(np.isfinite(part).all() for part in (result if isinstance(result, tuple) else (result,))):
         raise ValueError(f"{name} is too large for this field: the result overflows float64")
     return result
 
@@ -99,7 +99,7 @@ class _LocalField(MetricField):
         weight 0) scaled back.
         """
         scores = np.einsum("nrd,nrd->nr", half_grad, diff)
-        if scores.max(initial=0.0) < np.inf:  # the common case, checked in one reduction (NaN fails it too)
+        if np.maximum.reduce(scores, axis=None, initial=0.0) < np.inf:  # the common case, checked in one reduction (NaN fails it too)
             return scores
         overflow = ~np.all(np.isfinite(scores), axis=1)
         if np.any(overflow):
@@ -230,8 +230,9 @@ class RBFLocalField(_LocalField):
 
     def _softmax(self, scores, half_grad):
         r"""Weights :math:`\mathrm{softmax}_r(-s_r / \sigma)` (largest term 1 before normalizing), and ``half_grad``."""
-        weights = np.exp((scores.min(axis=1, keepdims=True) - scores) / self.sigma)
-        weights /= weights.sum(axis=1, keepdims=True)
+        # ufunc reductions directly: the ndarray methods add Python overhead that dominates at small R
+        weights = np.exp((np.minimum.reduce(scores, axis=1, keepdims=True) - scores) / self.sigma)
+        weights /= np.add.reduce(weights, axis=1, keepdims=True)
         return weights, half_grad
 
     def _map_chunks(self, fn, base_point, *vectors, names=("tangent_vec", "position_vec", "velocity_vec")):
@@ -284,8 +285,8 @@ class RBFLocalField(_LocalField):
 
     @staticmethod
     def _centered(weights, values):
-        r""":math:`w_r (a_r - \bar a)`, :math:`\bar a = \sum_r w_r a_r` for ``values`` a of shape ``(n, R)``."""
-        return weights * (values - np.sum(weights * values, axis=1, keepdims=True))
+        r""":math:`w_r (a_r - \bar a)`, :math:`\bar a = \sum_r w_r a_r` for ``values`` a of shape ``(..., R)``."""
+        return weights * (values - np.add.reduce(weights * values, axis=-1, keepdims=True))
 
     def _energy_terms(self, weights, half_grad, local, v, hessian=False):
         r"""First (and with ``hessian=True`` second) derivatives of :math:`f = v^T M(x) v = \sum_r w_r q_r`.
@@ -358,10 +359,20 @@ class RBFLocalField(_LocalField):
         return self._map_chunks(lambda x, v: self._derivative_product(*self._blend(x, v), v), base_point, tangent_vec)
 
     def _acceleration(self, tangent_vec, base_point):
-        # the fused form of MetricField.geodesic_acceleration: weights and M_r v computed once
-        blend = self._blend(base_point, tangent_vec)
-        rhs = 0.5 * self._energy_terms(*blend, tangent_vec)[1] - self._derivative_product(*blend, tangent_vec)
-        return solve_spd(self._blend_metric(blend[0]), rhs)
+        r"""The fused form of :meth:`MetricField.geodesic_acceleration`, for ``(n, dim)`` arrays (ODE right-hand sides).
+
+        With :math:`q_r = v^T M_r v` and :math:`\nu_r = h_r \cdot v`, the right-hand side
+        :math:`\tfrac12 \nabla_x f - (\partial_v M) v` of :meth:`_energy_terms` and
+        :meth:`_derivative_product` is :math:`-\tfrac{1}{\sigma} \sum_r [\tilde q_r h_r - 2 \tilde \nu_r M_r v]`,
+        :math:`\tilde a_r = w_r (a_r - \bar a)`: one product with the stacked :math:`[h_r; M_r v]`.
+        """
+        weights, half_grad = self._weights(base_point)
+        local = self._local_products(tangent_vec)
+        stacked = np.concatenate([half_grad, local], axis=1)  # (n, 2R, dim)
+        quadratics = (stacked @ tangent_vec[:, :, None]).reshape(len(weights), 2, self.n_centers)  # [nu_r], [q_r]
+        spread = self._centered(weights[:, None, :], quadratics)[:, ::-1] * np.array([[1.0], [-2.0]])
+        rhs = (-1.0 / self.sigma) * (spread.reshape(len(weights), 1, -1) @ stacked)[:, 0]
+        return solve_spd(self._blend_metric(weights), rhs)
 
     def geodesic_acceleration(self, tangent_vec, base_point):
         return self._map_chunks(lambda x, v: self._acceleration(v, x), base_point, tangent_vec)

@@ -156,7 +156,7 @@ def _descend(objective, x0, tol, max_iter, directions):
     ids = np.arange(batch)  # the problems still running; every state array below follows them
     x = x0.copy()
     value, gradient, *extras = objective(x, slice(None))
-    norm = np.abs(gradient).max(axis=1)
+    norm = np.maximum.reduce(np.abs(gradient), axis=1)
     best_norm = norm.copy()
     stalls = np.zeros(batch, dtype=int)  # iterations in a row that improved neither the value nor the gradient
     running = norm > tol
@@ -175,19 +175,23 @@ def _descend(objective, x0, tol, max_iter, directions):
         direction = directions(x, rows, gradient, *extras)
         slope = _dot(gradient, direction)
         uphill = ~(slope < 0)  # lost curvature information (or NaN): restart along the steepest descent
-        direction[uphill] = -gradient[uphill]
-        slope[uphill] = -_dot(gradient[uphill], gradient[uphill])
+        if uphill.any():
+            direction[uphill] = -gradient[uphill]
+            slope[uphill] = -_dot(gradient[uphill], gradient[uphill])
 
         new_x, new_value, new_gradient, new_extras = _backtrack(objective, x, value, rows, direction, slope)
         moved = np.isfinite(new_value)
         directions.update(new_x - x, new_gradient - gradient, moved)
-        new_norm = np.abs(new_gradient).max(axis=1)
+        new_norm = np.maximum.reduce(np.abs(new_gradient), axis=1)
         progress = (new_value < value) | (new_norm < best_norm)
         stalls = np.where(progress, 0, stalls + 1)
-        x[moved], value[moved], norm[moved] = new_x[moved], new_value[moved], new_norm[moved]
-        gradient[moved] = new_gradient[moved]
-        for extra, new_extra in zip(extras, new_extras):
-            extra[moved] = new_extra[moved]
+        if moved.all():  # the common case: take the new arrays whole
+            x, value, norm, gradient, extras = new_x, new_value, new_norm, new_gradient, list(new_extras)
+        else:
+            x[moved], value[moved], norm[moved] = new_x[moved], new_value[moved], new_norm[moved]
+            gradient[moved] = new_gradient[moved]
+            for extra, new_extra in zip(extras, new_extras):
+                extra[moved] = new_extra[moved]
         best_norm = np.minimum(best_norm, norm)
         running = moved & (norm > tol) & (stalls < _MAX_STALLS)
         n_iter += 1
@@ -215,9 +219,7 @@ def _backtrack(objective, x, value, rows, direction, slope):
     on the gradient alone (Hager & Zhang, SIAM J. Optim. 16, 2005).
     Returns the accepted points, values, gradients and the objective's extra outputs.
     """
-    new_x, new_gradient = x.copy(), np.zeros_like(x)  # what a failed problem reports: no step, no curvature pair
-    new_value = np.full(len(x), np.nan)
-    new_extras = None
+    new_extras = None  # allocated once a step is rejected
     step_length = np.ones(len(x))
     round_off = value + _ROUND_OFF * np.abs(value)
     pending = np.arange(len(x))
@@ -225,13 +227,17 @@ def _backtrack(objective, x, value, rows, direction, slope):
         trial_rows = _index(pending, len(x))
         trial = x[trial_rows] + step_length[trial_rows, None] * direction[trial_rows]
         trial_value, trial_gradient, *trial_extras = objective(trial, _compose(rows, trial_rows))
-        if new_extras is None:
-            new_extras = [np.zeros((len(x),) + extra.shape[1:]) for extra in trial_extras]
         initial_slope = slope[trial_rows]
         armijo = trial_value <= value[trial_rows] + ARMIJO * step_length[trial_rows] * initial_slope
         trial_slope = _dot(trial_gradient, direction[trial_rows])
         wolfe = (trial_value <= round_off[trial_rows]) & (trial_slope >= 0.9 * initial_slope)
         accepted = armijo | (wolfe & (trial_slope <= -0.8 * initial_slope))
+        if new_extras is None:
+            if accepted.all():  # every full step passed: nothing to merge
+                return trial, trial_value, trial_gradient, trial_extras
+            new_x, new_gradient = x.copy(), np.zeros_like(x)  # what a failed problem reports: no step, no curvature pair
+            new_value = np.full(len(x), np.nan)
+            new_extras = [np.zeros((len(x),) + extra.shape[1:]) for extra in trial_extras]
         keep = pending[accepted]
         new_x[keep], new_value[keep] = trial[accepted], trial_value[accepted]
         new_gradient[keep] = trial_gradient[accepted]
