@@ -3,6 +3,9 @@
 import numpy as np
 from sklearn.base import BaseEstimator
 
+from riemlocal.fields import ConstantField, GLMLField, LazyField, NearestLocalField, RBFLocalField, SmoothLocalField
+from riemlocal.learners import LDAMetric
+
 
 class CovarianceLearner(BaseEstimator):
     """Tiny learner: inverse of the weighted within-class covariance plus ``reg * I``."""
@@ -27,3 +30,17 @@ def random_spd(rng, n, dim, condition=10.0):
     """``n`` random SPD ``dim x dim`` matrices with eigenvalues log-uniform in [1, condition]."""
     q, _ = np.linalg.qr(rng.normal(size=(n, dim, dim)))
     return np.einsum("nij,nj,nkj->nik", q, np.exp(rng.uniform(0, np.log(condition), (n, dim))), q)
+
+
+def one_field_of_each_kind(X, y, seed, n_neighbors):
+    """Constant, Nearest, RBF, Smooth, GLML and Lazy fields on labelled data ``(X, y)``, four random centers."""
+    rng = np.random.default_rng(seed)
+    centers, metrics = rng.normal(size=(4, X.shape[1])), random_spd(rng, 4, X.shape[1])
+    return [
+        ConstantField(metrics[0]),
+        NearestLocalField(centers, metrics),
+        RBFLocalField(centers, metrics, sigma=0.5, proximity=metrics[1]),
+        SmoothLocalField(centers, metrics, rho=1.5),
+        GLMLField(X, y),
+        LazyField(LDAMetric(), X, y, n_neighbors=n_neighbors),
+    ]

@@ -6,10 +6,10 @@ import numpy as np
 import pytest
 from sklearn.utils.validation import has_fit_parameter
 
-from helpers import random_spd
+from helpers import one_field_of_each_kind, random_spd
 from riemlocal import LearnedMetricManifold
 from riemlocal.distances import distance, pairwise_distances
-from riemlocal.fields import ConstantField, GLMLField, LazyField, NearestLocalField, RBFLocalField, SmoothLocalField
+from riemlocal.fields import GLMLField, LazyField, NearestLocalField, RBFLocalField, SmoothLocalField
 from riemlocal.learners import BoostMetric, CCMLMetric, LDAMetric, LMNNMetric
 from riemlocal.learning import FrechetMean
 from riemlocal.neighbors import LocalMetricKNN
@@ -28,17 +28,7 @@ def _classes(seed=0):
 
 
 def _fields():
-    rng = np.random.default_rng(1)
-    centers, metrics = rng.normal(size=(4, 3)), random_spd(rng, 4, 3)
-    X, y = _classes()
-    return [
-        ConstantField(metrics[0]),
-        NearestLocalField(centers, metrics),
-        RBFLocalField(centers, metrics, sigma=0.5, proximity=metrics[1]),
-        SmoothLocalField(centers, metrics, rho=1.5),
-        GLMLField(X, y),
-        LazyField(LDAMetric(), X, y, n_neighbors=15),
-    ]
+    return one_field_of_each_kind(*_classes(), seed=1, n_neighbors=15)
 
 
 @pytest.mark.parametrize("value", [np.ones(3) + 1j, np.array([1 + 0j, 2, 3]), [1.0, 2.0, 1j]])

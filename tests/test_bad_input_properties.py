@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 import riemlocal.io as rio
-from helpers import random_spd
+from helpers import one_field_of_each_kind
 from riemlocal import LearnedMetricManifold
 from riemlocal.distances import distance, pairwise_distances
 from riemlocal.fields import ConstantField, GLMLField, LazyField, NearestLocalField, RBFLocalField, SmoothLocalField
@@ -87,17 +87,7 @@ def outcome(call, *names, expected_shape=None):
 
 
 def _fields():
-    rng = np.random.default_rng(0)
-    centers, metrics = rng.normal(size=(4, DIM)), random_spd(rng, 4, DIM)
-    X, y = _classification()
-    return [
-        ConstantField(metrics[0]),
-        NearestLocalField(centers, metrics),
-        RBFLocalField(centers, metrics, sigma=0.5, proximity=metrics[1]),
-        SmoothLocalField(centers, metrics, rho=1.5),
-        GLMLField(X, y),
-        LazyField(LDAMetric(), X, y, n_neighbors=8),
-    ]
+    return one_field_of_each_kind(*_classification(), seed=0, n_neighbors=8)
 
 
 def _classification(n=12):
@@ -153,6 +143,8 @@ def test_data_field_constructors(X, y, scale):
 
 @FAST
 @given(x=points(), v=points(), index=st.integers(0, len(FIELDS) - 1))
+@example(x=np.zeros((0, DIM)), v=np.zeros((0, DIM)), index=2)  # an empty batch (found by hypothesis)
+@example(x=np.zeros((0, DIM)), v=np.zeros((0, DIM)), index=3)
 def test_field_methods(x, v, index):
     field = FIELDS[index]
     shape = x.shape[:-1] if isinstance(x, np.ndarray) and x.ndim else None

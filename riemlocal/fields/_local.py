@@ -371,7 +371,7 @@ class RBFLocalField(_LocalField):
         stacked = np.concatenate([half_grad, local], axis=1)  # (n, 2R, dim)
         quadratics = (stacked @ tangent_vec[:, :, None]).reshape(len(weights), 2, self.n_centers)  # [nu_r], [q_r]
         spread = self._centered(weights[:, None, :], quadratics)[:, ::-1] * np.array([[1.0], [-2.0]])
-        rhs = (-1.0 / self.sigma) * (spread.reshape(len(weights), 1, -1) @ stacked)[:, 0]
+        rhs = (-1.0 / self.sigma) * (spread.reshape(len(weights), 1, 2 * self.n_centers) @ stacked)[:, 0]
         return solve_spd(self._blend_metric(weights), rhs)
 
     def geodesic_acceleration(self, tangent_vec, base_point):
