@@ -25,7 +25,7 @@ import numpy as np
 from scipy.integrate import solve_ivp
 
 from .fields import MetricField
-from .utils.validation import check_points, check_positive
+from .utils.validation import broadcast_flat, check_points, check_positive
 
 __all__ = [
     "christoffels",
@@ -203,9 +203,7 @@ def _along_geodesic(field, base_point, tangent_vec, riders, rider_rhs, times, rt
 
 
 def _flat_batch(field, *arrays_and_names):
-    arrays = [check_points(a, _field(field).dim, name) for a, name in arrays_and_names]
-    shape = np.broadcast_shapes(*(a.shape for a in arrays))
-    return shape[:-1], [np.broadcast_to(a, shape).reshape(-1, field.dim) for a in arrays]
+    return broadcast_flat(_field(field).dim, *arrays_and_names)
 
 
 def parallel_transport(field, tangent_vec, base_point, direction, rtol=1e-10, atol=1e-12):

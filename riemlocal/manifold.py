@@ -27,7 +27,7 @@ from .connection import (
 )
 from .fields import MetricField
 from .numerics import CHUNK_SIZE, RTOL, EnergyLogSolver, ODEExpSolver
-from .utils.validation import check_points
+from .utils.validation import check_broadcast, check_points
 
 __all__ = ["LearnedMetricManifold", "LearnedMetric"]
 
@@ -181,14 +181,8 @@ class LearnedMetric(RiemannianMetric):
     # -- validated inner products (geomstats' check neither shape nor finiteness) ---
     def _tangent_vectors(self, base_point, **vectors):
         """The named tangent vectors and ``base_point``, validated, of broadcastable shapes ``(..., dim)``."""
-        arrays = {name: self._points(value, name) for name, value in vectors.items()}
-        arrays["base_point"] = self._points(base_point, "base_point")
-        try:
-            np.broadcast_shapes(*(value.shape for value in arrays.values()))
-        except ValueError:
-            shapes = ", ".join(f"{name} {value.shape}" for name, value in arrays.items())
-            raise ValueError(f"shapes do not broadcast together: {shapes}") from None
-        return arrays.values()
+        named = [(value, name) for name, value in vectors.items()] + [(base_point, "base_point")]
+        return check_broadcast(self.field.dim, *named)[1]
 
     def inner_product(self, tangent_vec_a, tangent_vec_b, base_point=None):
         r""":math:`\langle a, b \rangle_x = a^T M(x) b`, shape ``(...)``."""

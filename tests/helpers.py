@@ -44,3 +44,13 @@ def one_field_of_each_kind(X, y, seed, n_neighbors):
         GLMLField(X, y),
         LazyField(LDAMetric(), X, y, n_neighbors=n_neighbors),
     ]
+
+
+def random_field_3d():
+    """A curved 3-D SmoothLocalField: four random metrics of condition <= 20, rho = 0.5."""
+    rng = np.random.default_rng(0)
+    metrics = []
+    for _ in range(4):
+        q, _ = np.linalg.qr(rng.normal(size=(3, 3)))
+        metrics.append((q * np.exp(rng.uniform(0, np.log(20), 3))) @ q.T)
+    return SmoothLocalField(rng.normal(size=(4, 3)), np.array(metrics), rho=0.5)

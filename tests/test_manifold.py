@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 from scipy.integrate import solve_ivp
 from sklearn.exceptions import ConvergenceWarning
 
+from helpers import random_field_3d
 from riemlocal import ConstantField, LearnedMetricManifold, MetricField, NearestLocalField, SmoothLocalField
 from riemlocal.geodesics import curve_energy, laplacian_inverse_sqrt, solve_boundary_value
 from riemlocal.numerics import EnergyLogSolver
@@ -69,12 +70,7 @@ def two_metric_space():
 
 @pytest.fixture(scope="module")
 def random_space():
-    rng = np.random.default_rng(0)
-    metrics = []
-    for _ in range(4):
-        q, _ = np.linalg.qr(rng.normal(size=(3, 3)))
-        metrics.append((q * np.exp(rng.uniform(0, np.log(20), 3))) @ q.T)
-    return LearnedMetricManifold(SmoothLocalField(rng.normal(size=(4, 3)), np.array(metrics), rho=0.5))
+    return LearnedMetricManifold(random_field_3d())
 
 
 def test_constant_metric_is_mahalanobis():

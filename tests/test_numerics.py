@@ -9,6 +9,7 @@ import pytest
 from numpy.testing import assert_allclose, assert_array_equal
 from sklearn.exceptions import ConvergenceWarning
 
+from helpers import random_field_3d
 from riemlocal import ConstantField, LearnedMetricManifold, SmoothLocalField
 from riemlocal.numerics import (
     EnergyLogSolver,
@@ -25,16 +26,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 from bench_geodesics import random_field
 
 TWO_METRIC = SmoothLocalField([[2.0, 2.0], [4.0, 4.0]], [2 * np.eye(2), np.eye(2)], rho=1.0)
-
-
-def random_field_3d():
-    """The ``random_space`` field of test_manifold.py."""
-    rng = np.random.default_rng(0)
-    metrics = []
-    for _ in range(4):
-        q, _ = np.linalg.qr(rng.normal(size=(3, 3)))
-        metrics.append((q * np.exp(rng.uniform(0, np.log(20), 3))) @ q.T)
-    return SmoothLocalField(rng.normal(size=(4, 3)), np.array(metrics), rho=0.5)
 
 
 def straight(x, y, n_segments):

@@ -1,11 +1,14 @@
-"""Rank and definiteness are decided by eigenvalues, never by whether LAPACK raises."""
+"""Validation helpers: rank and definiteness by eigenvalues (never by whether LAPACK raises), broadcasting."""
+
+import re
 
 import numpy as np
 import pytest
 
+from riemlocal import LearnedMetricManifold
 from riemlocal.fields import ConstantField, GLMLField
 from riemlocal.learners import LDAMetric
-from riemlocal.utils.validation import SPD_RTOL, check_spd, is_positive_definite
+from riemlocal.utils.validation import SPD_RTOL, broadcast_flat, check_broadcast, check_spd, is_positive_definite
 
 
 def _rank_deficient(rng, dim, rank, scale=1.0):
@@ -55,3 +58,16 @@ def test_lda_singular_within_scatter_is_rejected():
     y = np.r_[np.zeros(3), np.ones(3)]
     with pytest.raises(ValueError, match="within-class scatter is singular with reg=0"):
         LDAMetric(reg=0.0).fit(X, y)
+
+
+def test_broadcast_errors_name_every_argument_with_its_shape():
+    shape, arrays = check_broadcast(3, (np.zeros((4, 1, 3)), "a"), (np.zeros((2, 3)), "b"))
+    assert shape == (4, 2, 3) and [a.shape for a in arrays] == [(4, 1, 3), (2, 3)]
+    batch, flat = broadcast_flat(3, (np.zeros((4, 1, 3)), "a"), (np.ones(3), "b"))
+    assert batch == (4, 1) and all(a.shape == (4, 3) for a in flat) and np.all(flat[1] == 1.0)
+    with pytest.raises(ValueError, match=re.escape("a of shape (4, 3) and b of shape (2, 3) do not broadcast together")):
+        check_broadcast(3, (np.zeros((4, 3)), "a"), (np.zeros((2, 3)), "b"))
+    # the connection's maps give the same message (they used to raise numpy's own)
+    metric = LearnedMetricManifold(ConstantField(np.eye(3))).metric
+    with pytest.raises(ValueError, match=re.escape("tangent_vec of shape (4, 3) and base_point of shape (2, 3)")):
+        metric.parallel_transport(np.zeros((4, 3)), np.zeros((2, 3)), direction=np.zeros((2, 3)))

@@ -4,7 +4,7 @@ from collections import namedtuple
 
 import numpy as np
 
-from ..utils.validation import check_int, check_points, check_spd
+from ..utils.validation import broadcast_flat, check_broadcast, check_int, check_points, check_spd
 
 __all__ = ["MetricField", "ConstantField", "STRUCTURES", "SegmentCells"]
 
@@ -102,15 +102,7 @@ class MetricField:
 
     def _segments(self, start_point, end_point):
         """Broadcast and flatten segment ends to two ``(n, dim)`` arrays."""
-        start = check_points(start_point, self.dim, "start_point")
-        end = check_points(end_point, self.dim, "end_point")
-        try:
-            shape = np.broadcast_shapes(start.shape, end.shape)
-        except ValueError as exc:
-            raise ValueError(
-                f"the leading axes of start_point {start.shape[:-1]} and end_point {end.shape[:-1]} do not broadcast"
-            ) from exc
-        return np.broadcast_to(start, shape).reshape(-1, self.dim), np.broadcast_to(end, shape).reshape(-1, self.dim)
+        return broadcast_flat(self.dim, (start_point, "start_point"), (end_point, "end_point"))[1]
 
     def metric_matrix(self, base_point):
         """Metric :math:`M(x)`, shape ``(..., dim, dim)``."""
@@ -131,14 +123,7 @@ class MetricField:
 
     def _check_pair(self, tangent_vec, base_point):
         """``tangent_vec`` and ``base_point`` validated, of broadcastable shapes ``(..., dim)``."""
-        v, x = check_points(tangent_vec, self.dim, "tangent_vec"), self._check(base_point)
-        try:
-            np.broadcast_shapes(v.shape, x.shape)
-        except ValueError:
-            raise ValueError(
-                f"tangent_vec of shape {v.shape} and base_point of shape {x.shape} do not broadcast together"
-            ) from None
-        return v, x
+        return check_broadcast(self.dim, (tangent_vec, "tangent_vec"), (base_point, "base_point"))[1]
 
     def metric_derivative(self, base_point):
         r"""Derivative :math:`\partial M_{ij} / \partial x_k`, shape ``(..., dim, dim, dim)``.

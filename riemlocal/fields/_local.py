@@ -17,7 +17,7 @@ center's own metric: the anisotropic Voronoi diagram of Ramanan & Baker eq.
 import numpy as np
 
 from ..utils.arrays import CACHE_ELEMENTS, TASK_ELEMENTS
-from ..utils.validation import check_points, check_positive, check_spd, solve_spd
+from ..utils.validation import check_broadcast, check_points, check_positive, check_spd, solve_spd
 from ._base import MetricField, SegmentCells
 from ._envelope import envelope_cells
 
@@ -237,12 +237,8 @@ class RBFLocalField(_LocalField):
 
     def _map_chunks(self, fn, base_point, *vectors, names=("tangent_vec", "position_vec", "velocity_vec")):
         """Apply ``fn(x, *vectors)`` to flattened chunks and restore batch shapes; ``names`` name the vectors."""
-        arrays = [self._check(base_point)] + [check_points(v, self.dim, name) for v, name in zip(vectors, names)]
-        try:
-            shape = np.broadcast_shapes(*(a.shape for a in arrays))
-        except ValueError:
-            shapes = [f"{name} of shape {a.shape}" for name, a in zip(names, arrays[1:])] + [f"base_point of shape {arrays[0].shape}"]
-            raise ValueError(f"{' and '.join(shapes)} do not broadcast together") from None
+        shape, arrays = check_broadcast(self.dim, *zip(vectors, names), (base_point, "base_point"))
+        arrays = arrays[-1:] + arrays[:-1]  # fn takes the base point first
         if len(shape) == 2 and shape[0] * self.n_centers * self.dim <= CACHE_ELEMENTS:
             if all(a.shape == shape for a in arrays):  # the common case: skip the chunk bookkeeping
                 return _finite(fn(*arrays), names[0] if vectors else "base_point")

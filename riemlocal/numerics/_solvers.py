@@ -24,7 +24,7 @@ from sklearn.exceptions import ConvergenceWarning
 
 from ..utils.arrays import unique_rows
 from ..utils.parallel import parallel_map
-from ..utils.validation import check_int, check_n_jobs, check_option, check_points, check_positive
+from ..utils.validation import broadcast_flat, check_int, check_n_jobs, check_option, check_positive
 from ._energy import initial_velocity
 from ._minimize import METHODS, UNRESOLVED, extrapolate_levels
 from ._runge_kutta import dormand_prince
@@ -68,14 +68,10 @@ def integrate_geodesic(field, tangent_vec, base_point, t_eval=(1.0,), rtol=1e-9,
 
 def _broadcast_pairs(first, second, names, dim):
     """Validate two point arrays and broadcast them to ``(n_pairs, dim)``; also returns the batch shape."""
-    a, b = check_points(first, dim, names[0]), check_points(second, dim, names[1])
-    try:
-        shape = np.broadcast_shapes(a.shape, b.shape)
-    except ValueError:
-        raise ValueError(f"{names[0]} of shape {a.shape} and {names[1]} of shape {b.shape} do not broadcast together") from None
-    if int(np.prod(shape[:-1])) == 0:
-        raise ValueError(f"{names[0]} and {names[1]} must hold at least one point, got shape {shape}")
-    return np.broadcast_to(a, shape).reshape(-1, dim), np.broadcast_to(b, shape).reshape(-1, dim), shape[:-1]
+    batch, (a, b) = broadcast_flat(dim, (first, names[0]), (second, names[1]))
+    if len(a) == 0:
+        raise ValueError(f"{names[0]} and {names[1]} must hold at least one point, got shape {batch + (dim,)}")
+    return a, b, batch
 
 
 def _distinct_pairs(x, y, symmetric):

@@ -13,6 +13,8 @@ __all__ = [
     "check_random_state",
     "check_int",
     "check_weights",
+    "check_broadcast",
+    "broadcast_flat",
     "check_n_jobs",
     "check_labels",
     "check_spread",
@@ -64,6 +66,27 @@ def check_points(x, dim=None, name="x", min_ndim=1):
     if not np.all(np.isfinite(arr)):
         raise ValueError(f"{name} contains NaN or infinite values")
     return arr
+
+
+def check_broadcast(dim, *named):
+    """Validate named point arrays ``(value, name)`` of shape ``(..., dim)`` and check they broadcast together.
+
+    Returns the broadcast shape and the validated (not yet broadcast) arrays;
+    the error names every argument with its shape.
+    """
+    arrays = [check_points(value, dim, name) for value, name in named]
+    try:
+        shape = np.broadcast_shapes(*(array.shape for array in arrays))
+    except ValueError:
+        listed = " and ".join(f"{name} of shape {array.shape}" for array, (_, name) in zip(arrays, named))
+        raise ValueError(f"{listed} do not broadcast together") from None
+    return shape, arrays
+
+
+def broadcast_flat(dim, *named):
+    """:func:`check_broadcast`, then every array broadcast and flattened to ``(n, dim)``; also returns the batch shape."""
+    shape, arrays = check_broadcast(dim, *named)
+    return shape[:-1], [np.broadcast_to(array, shape).reshape(-1, dim) for array in arrays]
 
 
 def check_spd(matrices, name="metric", dim=None, rtol=1e-8):
