@@ -71,6 +71,12 @@ def test_segment_terms_reuse_node_products(smooth_field, proximity):
         np.testing.assert_allclose(fast, slow, atol=1e-12)
     generic = MetricField.segment_energy_terms(field, curves)
     np.testing.assert_allclose(field.segment_energy_terms(curves)[1], generic[1], atol=1e-12)
+    ends = field.segment_end_quadratics(curves)  # from the same node products: d_i^T M(c_i) d_i, d_i^T M(c_i+1) d_i
+    assert ends.shape == (2, 3, 5, 2)
+    for side, nodes in enumerate((curves[..., :-1, :], curves[..., 1:, :])):
+        expected = np.einsum("...ij,...i,...j->...", field.metric_matrix(nodes), steps, steps)
+        np.testing.assert_allclose(ends[..., side], expected, rtol=1e-12)
+    np.testing.assert_allclose(MetricField.segment_end_quadratics(field, curves), ends, rtol=1e-12)
 
 
 @pytest.mark.parametrize("proximity", [None, np.diag([1.0, 2.0, 0.5])])

@@ -208,6 +208,17 @@ class MetricField:
         terms = self.energy_terms(steps, midpoints)
         return tuple(terms) + (tuple(self.energy_hessian(steps, midpoints)) if hessian else ())
 
+    def segment_end_quadratics(self, curves):
+        r""":math:`d_i^T M(c_i)\, d_i` and :math:`d_i^T M(c_{i+1})\, d_i` of the segments of piecewise-linear curves.
+
+        For nodes ``curves`` of shape ``(..., N + 1, dim)``, :math:`d_i = c_{i+1} - c_i`;
+        shape ``(..., N, 2)``. The pieces of the trapezoid energy (:func:`~riemlocal.numerics.trapezoid_energy`).
+        """
+        curves = self._check_curves(curves)
+        steps = np.diff(curves, axis=-2)
+        ends = (curves[..., :-1, :], curves[..., 1:, :])
+        return np.stack([np.einsum("...d,...d->...", steps, self.metric_vector_product(steps, end)) for end in ends], axis=-1)
+
     def derivative_vector_product(self, tangent_vec, base_point):
         r""":math:`(\sum_k v_k \partial_k M(x))\, v`, shape ``(..., dim)``."""
         v, x = self._check_pair(tangent_vec, base_point)

@@ -318,33 +318,61 @@ class RBFLocalField(_LocalField):
         return self._map_chunks(lambda x, v: self._energy_terms(*self._blend(x, v), v, True)[2:], base_point, tangent_vec)
 
     def segment_energy_terms(self, curves, hessian=False):
-        # M_r is linear: M_r (c_j - c_0) at the nodes give M_r d_i (differences) and the halved
-        # gradients at the midpoints (means), one GEMM per curve; relative to the curve's first
-        # node c_0, so nothing cancels at large offsets
+        return self._map_curves(lambda nodes: self._segment_terms(nodes, hessian), curves)
+
+    def segment_end_quadratics(self, curves):
+        return self._map_curves(self._end_quadratics, curves)
+
+    def _map_curves(self, fn, curves):
+        """Apply ``fn`` to chunks of flattened curves ``(batch, n_nodes, dim)``; its outputs ``(batch N, ...)`` come back as ``(..., N, ...)``."""
         curves = self._check_curves(curves)
         nodes = curves.reshape((-1,) + curves.shape[-2:])
         n_nodes = nodes.shape[1]
         size = max(1, CACHE_ELEMENTS // (n_nodes * self.n_centers * self.dim))
-        parts = [self._segment_terms(nodes[start : start + size], hessian) for start in range(0, len(nodes), size)]
+        parts = [fn(nodes[start : start + size]) for start in range(0, len(nodes), size)]
+        parts = [part if isinstance(part, tuple) else (part,) for part in parts]
         merged = parts[0] if len(parts) == 1 else [np.concatenate(values) for values in zip(*parts)]
         shape = curves.shape[:-2] + (n_nodes - 1,)
-        return _finite(tuple(values.reshape(shape + values.shape[1:]) for values in merged), "curves")
+        merged = tuple(values.reshape(shape + values.shape[1:]) for values in merged)
+        return _finite(merged if len(merged) > 1 else merged[0], "curves")
+
+    def _node_terms(self, nodes):
+        r"""Products at the nodes of curves ``(batch, n_nodes, dim)``, one GEMM for all of them.
+
+        :math:`M_r` is linear: :math:`M_r (c_j - c_0)` at the nodes give :math:`M_r d_i`
+        (differences) and the halved gradients :math:`h_r = P_r (x - x_r)` anywhere on the
+        curve; relative to the curve's first node :math:`c_0`, so nothing cancels at large
+        offsets. Returns :math:`c_j - c_0`, :math:`x_r - c_0` ``(batch, R, dim)``,
+        :math:`M_r (c_j - c_0)` and :math:`h_r(c_j)`, both ``(batch, n_nodes, R, dim)``.
+        """
+        batch, n_nodes, dim = nodes.shape
+        relative = nodes - nodes[:, :1]
+        centers = self.centers - nodes[:, :1]
+        products = self._local_products(relative.reshape(-1, dim)).reshape(batch, n_nodes, self.n_centers, dim)
+        if self.proximity is None:  # M_r (c_j - x_r) = M_r (c_j - c_0) - M_r (x_r - c_0)
+            half_grad = products - self._proximity_products(centers)[:, None]
+        else:
+            half_grad = (relative @ self.proximity)[:, :, None, :] - (centers @ self.proximity)[:, None]
+        return relative, centers, products, half_grad
 
     def _segment_terms(self, nodes, hessian):
-        batch, n_nodes, dim = nodes.shape
-        relative = nodes - nodes[:, :1]  # c_j - c_0
-        centers = self.centers - nodes[:, :1]  # x_r - c_0, shape (batch, R, dim)
-        products = self._local_products(relative.reshape(-1, dim)).reshape(batch, n_nodes, self.n_centers, dim)
-        local = (products[:, 1:] - products[:, :-1]).reshape(-1, self.n_centers, dim)
-        steps = np.diff(nodes, axis=1).reshape(-1, dim)
+        relative, centers, products, node_grad = self._node_terms(nodes)
+        local = np.diff(products, axis=1).reshape(-1, self.n_centers, self.dim)
+        steps = np.diff(nodes, axis=1).reshape(-1, self.dim)
         midpoints = 0.5 * (relative[:, 1:] + relative[:, :-1])
-        if self.proximity is None:  # M_r (m_i - x_r) = M_r (m_i - c_0) - M_r (x_r - c_0)
-            half_grad = 0.5 * (products[:, 1:] + products[:, :-1]) - self._proximity_products(centers)[:, None]
-        else:
-            half_grad = (midpoints @ self.proximity)[:, :, None, :] - (centers @ self.proximity)[:, None]
-        diff = (midpoints[:, :, None, :] - centers[:, None]).reshape(-1, self.n_centers, dim)
-        half_grad = half_grad.reshape(-1, self.n_centers, dim)
+        diff = (midpoints[:, :, None, :] - centers[:, None]).reshape(-1, self.n_centers, self.dim)
+        half_grad = (0.5 * (node_grad[:, 1:] + node_grad[:, :-1])).reshape(-1, self.n_centers, self.dim)
         return self._energy_terms(*self._softmax(self._proximities(half_grad, diff), half_grad), local, steps, hessian)
+
+    def _end_quadratics(self, nodes):
+        r""":math:`d_i^T M(c_i) d_i = \sum_r w_r(c_i)\, d_i^T M_r d_i` and the same at :math:`c_{i+1}`, from :meth:`_node_terms`."""
+        relative, centers, products, node_grad = self._node_terms(nodes)
+        batch, n_nodes = relative.shape[:2]
+        diff = relative[:, :, None, :] - centers[:, None]
+        scores = self._proximities(node_grad.reshape(-1, self.n_centers, self.dim), diff.reshape(-1, self.n_centers, self.dim))
+        weights = self._softmax(scores, None)[0].reshape(batch, n_nodes, self.n_centers)
+        quadratics = np.einsum("bnrd,bnd->bnr", np.diff(products, axis=1), np.diff(nodes, axis=1))  # d_i^T M_r d_i
+        return np.stack([np.einsum("bnr,bnr->bn", w, quadratics) for w in (weights[:, :-1], weights[:, 1:])], axis=-1).reshape(-1, 2)
 
     def _derivative_product(self, weights, half_grad, local, v):
         r""":math:`(\partial_v M) v = \sum_r w_r ((g_r - \bar g) \cdot v) M_r v`."""

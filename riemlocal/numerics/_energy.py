@@ -114,8 +114,6 @@ def initial_velocity(field, curves, base_metric):
     return solve_spd(base_metric, momentum)
 
 
-
-
 def trapezoid_energy(field, curves):
     r"""Energy of the polygons by the trapezoid rule, :math:`N \sum_i \tfrac12 \big(d_i^T M(c_i) d_i + d_i^T M(c_{i+1}) d_i\big)`.
 
@@ -124,7 +122,4 @@ def trapezoid_energy(field, curves):
     when they are halved); a metric feature that the midpoints miss but a
     node sees makes it fall by 2 only. Shape ``(...)`` for curves ``(..., N + 1, dim)``.
     """
-    steps = np.diff(curves, axis=-2)
-    ends = np.concatenate([curves[..., :-1, :], curves[..., 1:, :]], axis=-2)  # both ends of every segment
-    products = field.metric_vector_product(np.concatenate([steps, steps], axis=-2), ends)
-    return 0.5 * steps.shape[-2] * np.einsum("...nd,...nd->...", np.concatenate([steps, steps], axis=-2), products)
+    return 0.5 * (curves.shape[-2] - 1) * field.segment_end_quadratics(curves).sum(axis=(-2, -1))
