@@ -377,3 +377,41 @@ def test_banded_newton_systems_solved_jointly_equal_dense_solves_and_flag_only_t
     assert_array_equal(indefinite, [False, True, False])
     for p in (0, 2):
         assert_allclose(solution[p], np.linalg.solve(dense(p), rhs[p]), rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("n_segments", [8, 17])  # 17: the last piece between samples is shorter
+def test_node_chart_reaches_the_same_minimum_in_fewer_iterations(n_segments):
+    """Only the change of variables differs: same minimizer, fewer L-BFGS iterations on a varying field."""
+    field, rng = random_field(10, seed=3)
+    x, y = 0.5 * rng.normal(size=(2, 6, 10))
+    t = np.linspace(0.0, 1.0, n_segments + 1)[:, None]
+    curves = (x[:, None, :] + t * (y - x)[:, None, :])[:, None]
+    plain = minimize_curve_energy(field, curves, method="lbfgs", tol=1e-10)
+    nodes = minimize_curve_energy(field, curves, method="lbfgs", tol=1e-10, node_chart=True)
+    assert_allclose(nodes.energy, plain.energy, rtol=1e-12)
+    assert_allclose(nodes.curves, plain.curves, atol=1e-7)
+    assert nodes.n_iter < 0.8 * plain.n_iter
+    assert np.all(nodes.gradient_norm <= 1e-10)
+
+
+def test_distances_take_the_node_chart_and_equal_the_plain_solves():
+    """dist uses the node chart at small dim; it agrees with the global-chart solve far below rtol."""
+    from riemlocal.numerics import _minimize
+
+    field, rng = random_field(10, seed=3)
+    x, y = 0.5 * rng.normal(size=(2, 40, 10))
+    charts, original = [], _minimize._Chart
+
+    def recording(*args):
+        chart = original(*args)
+        charts.append(chart.sampled_inverses is not None)
+        return chart
+
+    solver = EnergyLogSolver(field, chunk_size=40)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(_minimize, "_Chart", recording)
+        dist = solver.dist(x, y)
+    assert charts and all(charts)
+    assert np.all(solver.last_result_.converged)
+    length = EnergyLogSolver(field, chunk_size=40).solve(y, x).length  # a Log: one chart per problem
+    assert_allclose(dist, length, rtol=1e-9)

@@ -30,11 +30,14 @@ __all__ = [
     "extrapolate_levels",
     "resolve_method",
     "NEWTON_MAX_WORK",
+    "NODE_CHART_MAX_DIM",
 ]
 
 METHODS = ("auto", "newton", "lbfgs")  #: energy minimizers
 NEWTON_MAX_DIM = 8  # "auto" takes Newton up to this dimension (above, L-BFGS is faster on batches: benchmarks/bench_geodesics.py)
 NEWTON_MAX_WORK = 20**3  # ... and for problems * dim^3 up to this: a few problems pay per-iteration overhead, not O(dim^3)
+NODE_CHART_MAX_DIM = 10  # distances take the node chart up to this dimension (at 20 its factorizations and maps cost what its iterations save)
+CHART_SAMPLES = 8  # the node chart factors the metric at this many + 1 nodes of each curve
 ERROR_SAFETY = 2.0  # error estimates are this multiple of the last Romberg correction (extrapolate_levels)
 RESOLVED_RATIO = 3.0  # the quadrature gap falls by 4 per level where the metric is resolved, by 2 where it is not
 STALL_FACTOR = 10.0
@@ -90,7 +93,9 @@ def mean_metric_factors(field, curves, weights):
     return factors, inverses
 
 
-def minimize_curve_energy(field, curves, weights=None, free_start=False, method="auto", tol=1e-7, max_iter=2000, factors=None):
+def minimize_curve_energy(
+    field, curves, weights=None, free_start=False, method="auto", tol=1e-7, max_iter=2000, factors=None, node_chart=False
+):
     r"""Minimize :math:`\sum_i p_{bi} E(c_{bi})` of every problem :math:`b` over its free nodes.
 
     The free nodes are the interior nodes of every curve and, with
@@ -115,6 +120,15 @@ def minimize_curve_energy(field, curves, weights=None, free_start=False, method=
     constant metric :math:`\bar M_b` (Levenberg--Marquardt, the smallest in
     ``_DAMPING`` that works). ``method="lbfgs"`` needs gradients only.
 
+    With ``node_chart`` (L-BFGS only), the interior offsets are instead mapped
+    by :math:`L_{bik}^{-1}`, the Cholesky factor of :math:`M` at node
+    :math:`k` of the starting curve (factored at ``CHART_SAMPLES`` + 1 nodes
+    along it, linearly interpolated between them): the energy of the metric
+    frozen along the curve is then the identity quadratic up to a compact
+    perturbation, where one constant factor leaves the spread of :math:`M`
+    along the curve in the conditioning. L-BFGS takes about half the
+    iterations on varying fields, for factorizations that pay off at small ``dim``.
+
     Parameters
     ----------
     field : MetricField
@@ -128,6 +142,7 @@ def minimize_curve_energy(field, curves, weights=None, free_start=False, method=
     max_iter : int, default=2000
     factors : tuple of ndarray of shape (n_problems, dim, dim), default=None
         :math:`L_b` and :math:`L_b^{-1}` (:func:`mean_metric_factors`, the default), to reuse them across calls.
+    node_chart : bool, default=False
 
     Returns
     -------
@@ -145,7 +160,7 @@ def minimize_curve_energy(field, curves, weights=None, free_start=False, method=
         energy[~active] = np.einsum("pc,pc->p", weights[~active], curve_energy(field, curves[~active])[0])
     if active.any():
         factors = mean_metric_factors(field, curves, weights) if factors is None else factors
-        chart = _Chart(field, curves[active], weights[active], free_start, method == "newton", *(f[active] for f in factors))
+        chart = _Chart(field, curves[active], weights[active], free_start, method, node_chart, *(f[active] for f in factors))
         z0 = np.zeros((int(active.sum()), chart.n_variables))
         if method == "newton":
             z, value, n_iter, gradient_norm[active] = batched_newton(chart.objective, chart.newton_step, z0, tol, max_iter)
@@ -159,7 +174,8 @@ def minimize_curve_energy(field, curves, weights=None, free_start=False, method=
 class _Chart:
     """The preconditioned variables of :func:`minimize_curve_energy` and the objective in them."""
 
-    def __init__(self, field, curves, weights, free_start, newton, factors, inverse_factors):
+    def __init__(self, field, curves, weights, free_start, method, node_chart, factors, inverse_factors):
+        newton = method == "newton"
         self.field, self.start, self.weights, self.free_start, self.newton = field, curves, weights, free_start, newton
         _, n_curves, n_nodes, dim = curves.shape
         self.n_segments = n_nodes - 1
@@ -173,6 +189,14 @@ class _Chart:
         self.taper = 1.0 - np.arange(n_nodes) / self.n_segments
         self.n_shift = dim if free_start else 0
         self.n_variables = self.n_shift + n_curves * (self.n_segments - 1) * dim
+        self.sampled_inverses = None  # the node chart: L^{-1} at samples every `stride` nodes, hat weights between them
+        if node_chart and not newton:
+            self.stride = max(1, self.n_segments // CHART_SAMPLES)
+            samples = np.minimum(np.arange(0, self.n_segments + self.stride, self.stride), self.n_segments)
+            nodes = samples[:-1, None] + np.arange(1, self.stride + 1)  # node k = samples[j] + m of piece j, m = 1..stride
+            hat = (nodes - samples[:-1, None]) / np.diff(samples)[:, None]
+            self.hat = np.where(nodes < self.n_segments, hat, 0.0)[:, :, None]  # 0 beyond the last interior node
+            self.sampled_inverses = np.linalg.inv(np.linalg.cholesky(field.metric_matrix(curves[:, :, samples])))
 
     def to_curves(self, z, rows):
         full = self.start[rows].copy()
@@ -182,8 +206,24 @@ class _Chart:
             full += self.taper[:, None] * shift[:, None, None, :]
         offsets = z[:, self.n_shift :].reshape(len(z), full.shape[1], self.n_segments - 1, -1)
         offsets = self.curve_scales[rows][:, :, None, None] * (self.preconditioner @ offsets)
-        full[:, :, 1:-1, :] += offsets @ inverse_factors[:, None]
+        full[:, :, 1:-1, :] += self._node_products(offsets, rows)
         return full
+
+    def _node_products(self, vectors, rows, transpose=False):
+        """Interior node vectors ``(k, n_curves, N - 1, dim)`` times :math:`L^{-1}` (``transpose``: :math:`L^{-T}`) of their node."""
+        if self.sampled_inverses is None:
+            inverse_factors = self.inverse_factors[rows]
+            return vectors @ (np.swapaxes(inverse_factors, -1, -2) if transpose else inverse_factors)[:, None]
+        sampled = self.sampled_inverses[rows]
+        sampled = np.swapaxes(sampled, -1, -2) if transpose else sampled
+        k, n_curves, n_interior, dim = vectors.shape
+        pieces = np.zeros((k, n_curves, self.hat.size, dim))  # padded to whole pieces, one row per node
+        pieces[:, :, :n_interior] = vectors
+        pieces = pieces.reshape(k, n_curves, len(self.hat), self.stride, dim)
+        out = (self.hat * pieces) @ sampled[:, :, 1:]  # L_k^{-1} = (1 - t) L_j^{-1} + t L_{j+1}^{-1}
+        if self.stride > 1:  # (with one node per piece, t = 1)
+            out += ((1.0 - self.hat) * pieces) @ sampled[:, :, :-1]
+        return out.reshape(k, n_curves, -1, dim)[:, :, :n_interior]
 
     def objective(self, z, rows):
         energy, gradient, *hessian = curve_energy(self.field, self.to_curves(z, rows), hessian=self.newton)
@@ -191,7 +231,7 @@ class _Chart:
         value = np.einsum("pc,pc->p", scale, energy)
         gradient *= scale[:, :, None, None]
         inverse_factors = self.inverse_factors[rows]
-        inner = gradient[:, :, 1:-1, :] @ np.swapaxes(inverse_factors, -1, -2)[:, None]
+        inner = self._node_products(gradient[:, :, 1:-1, :], rows, transpose=True)
         parts = [(self.curve_scales[rows][:, :, None, None] * (self.preconditioner @ inner)).reshape(len(z), -1)]
         if self.free_start:
             shift_gradient = np.einsum("n,pcnd->pd", self.taper, gradient)
@@ -309,7 +349,9 @@ class Extrapolation:
     optimized: np.ndarray
 
 
-def extrapolate_levels(field, curves, measure, accept, max_segments, *, weights=None, free_start=False, method, tol, max_iter):
+def extrapolate_levels(
+    field, curves, measure, accept, max_segments, *, weights=None, free_start=False, method, tol, max_iter, node_chart=False
+):
     r"""Minimize at :math:`N, 2N, 4N, \dots` segments and Romberg-extrapolate a measure of the minimizers.
 
     Each level starts from the previous minimizer with the midpoint of every
@@ -344,7 +386,7 @@ def extrapolate_levels(field, curves, measure, accept, max_segments, *, weights=
     accept : callable
         ``accept(value, error, unresolved, rows)`` -> boolean ``(len(rows),)``.
     max_segments : int
-    weights, free_start, method, tol, max_iter
+    weights, free_start, method, tol, max_iter, node_chart
         As for :func:`minimize_curve_energy`.
 
     Returns
@@ -361,7 +403,7 @@ def extrapolate_levels(field, curves, measure, accept, max_segments, *, weights=
     while True:
         level_tol = tol * (COARSE_TOL_FACTOR if level == 0 else 1.0)
         minimum = minimize_curve_energy(
-            field, curves, weights[rows], free_start, method, level_tol, max_iter, tuple(f[rows] for f in factors)
+            field, curves, weights[rows], free_start, method, level_tol, max_iter, tuple(f[rows] for f in factors), node_chart
         )
         n_iter += minimum.n_iter
         optimized[rows] &= minimum.gradient_norm <= STALL_FACTOR * level_tol
