@@ -20,6 +20,7 @@ from ..utils.arrays import CACHE_ELEMENTS, TASK_ELEMENTS
 from ..utils.validation import check_broadcast, check_points, check_positive, check_spd, solve_spd
 from ._base import MetricField, SegmentCells
 from ._envelope import envelope_cells
+from .kernels import RBFKernel
 
 __all__ = ["NearestLocalField", "RBFLocalField", "SmoothLocalField"]
 
@@ -214,6 +215,12 @@ class RBFLocalField(_LocalField):
     def __init__(self, centers, metrics, sigma, proximity=None):
         self.sigma = check_positive(sigma, "sigma")
         super().__init__(centers, metrics, proximity)
+
+    @property
+    def kernel(self):
+        """:class:`~riemlocal.fields.kernels.RBFKernel` of this field (read-only arrays)."""
+        own = self.proximity is None
+        return RBFKernel(self.centers, self.metrics, self.metrics[0] if own else self.proximity, float(self.sigma), own)
 
     def weights(self, base_point):
         """Blending weights :math:`w_r(x)`, shape ``(..., n_centers)``; they sum to one."""
