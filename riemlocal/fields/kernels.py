@@ -24,7 +24,7 @@ from collections import namedtuple
 import numpy as np
 from numba import njit
 
-__all__ = ["RBFKernel", "rbf_weights", "rbf_metric", "rbf_acceleration", "rbf_geodesic_rhs", "rbf_work_space", "cholesky_solve"]
+__all__ = ["RBFKernel", "rbf_weights", "rbf_metric", "rbf_acceleration", "rbf_acceleration_derivative", "rbf_geodesic_rhs", "rbf_work_space", "rbf_accelerations", "rbf_acceleration_derivatives", "cholesky_factor", "factored_solve", "cholesky_solve"]
 
 RBFKernel = namedtuple("RBFKernel", ["centers", "metrics", "proximity", "sigma", "own_proximity"])
 RBFKernel.__doc__ = """Arrays of an RBF-blended field for the compiled kernels.
@@ -40,13 +40,13 @@ def rbf_weights(kernel, x, weights, half_grad):
     centers = kernel.centers
     n_centers, dim = centers.shape
     smallest = np.inf
-    for r in range(n_centers):
-        proximity = kernel.metrics[r] if kernel.own_proximity else kernel.proximity
+    metrics, proximity, own = kernel.metrics, kernel.proximity, kernel.own_proximity
+    for r in range(n_centers):  # element indexing throughout: a view (metrics[r]) costs reference counting
         score = 0.0
         for i in range(dim):
             total = 0.0
             for j in range(dim):
-                total += proximity[i, j] * (x[j] - centers[r, j])
+                total += (metrics[r, i, j] if own else proximity[i, j]) * (x[j] - centers[r, j])
             half_grad[r, i] = total
             score += total * (x[i] - centers[r, i])
         weights[r] = score
@@ -78,12 +78,12 @@ def rbf_metric(kernel, weights, metric):
 
 
 @njit(cache=True)
-def cholesky_solve(matrix, vector):
-    """Solve ``matrix x = vector`` in place (``matrix`` is overwritten by its Cholesky factor); False if not SPD.
+def cholesky_factor(matrix):
+    """Cholesky factor :math:`L` in the lower triangle of ``matrix``, in place; False if not positive definite.
 
     A pivot at most ``1e-12`` times the largest diagonal entry counts as not positive definite.
     """
-    dim = len(vector)
+    dim = len(matrix)
     largest = 0.0
     for i in range(dim):
         largest = max(largest, matrix[i, i])
@@ -100,16 +100,31 @@ def cholesky_solve(matrix, vector):
             for k in range(j):
                 total -= matrix[i, k] * matrix[j, k]
             matrix[i, j] = total / pivot
+    return True
+
+
+@njit(cache=True)
+def factored_solve(factor, vector):
+    """Solve :math:`L L^T x = b` in place of ``vector`` for the factor of :func:`cholesky_factor`."""
+    dim = len(vector)
     for i in range(dim):  # L y = b
         total = vector[i]
         for k in range(i):
-            total -= matrix[i, k] * vector[k]
-        vector[i] = total / matrix[i, i]
+            total -= factor[i, k] * vector[k]
+        vector[i] = total / factor[i, i]
     for i in range(dim - 1, -1, -1):  # L^T x = y
         total = vector[i]
         for k in range(i + 1, dim):
-            total -= matrix[k, i] * vector[k]
-        vector[i] = total / matrix[i, i]
+            total -= factor[k, i] * vector[k]
+        vector[i] = total / factor[i, i]
+
+
+@njit(cache=True)
+def cholesky_solve(matrix, vector):
+    """Solve ``matrix x = vector`` in place (``matrix`` is overwritten by its Cholesky factor); False if not SPD."""
+    if not cholesky_factor(matrix):
+        return False
+    factored_solve(matrix, vector)
     return True
 
 
@@ -121,7 +136,7 @@ def rbf_acceleration(kernel, x, v, out, work):
     :math:`q_r = v^T M_r v`, :math:`\nu_r = h_r \cdot v`, :math:`\tilde a_r = w_r (a_r - \bar a)`
     (:meth:`RBFLocalField._acceleration`). ``work`` is :func:`rbf_work_space`.
     """
-    weights, half_grad, local, quadratics, metric = work
+    weights, half_grad, local, quadratics, metric = work[0], work[1], work[2], work[3], work[4]
     if not rbf_weights(kernel, x, weights, half_grad):
         return False
     metrics = kernel.metrics
@@ -151,10 +166,99 @@ def rbf_acceleration(kernel, x, v, out, work):
     return cholesky_solve(metric, out)
 
 
-def rbf_work_space(kernel):
-    """Work arrays of the kernels: weights ``(R,)``, ``half_grad`` and ``local`` ``(R, dim)``, ``(2, R)``, ``(dim, dim)``."""
+def _work_space(kernel):
+    """Work arrays of the kernels: :math:`w` ``(R,)``, :math:`h_r`, :math:`M_r v` ``(R, dim)``, ``(2, R)``, ``(dim, dim)``, ``(2, dim)``, ``(R, dim)``, ``(4, R)``."""
     n_centers, dim = kernel.centers.shape
-    return (np.empty(n_centers), np.empty((n_centers, dim)), np.empty((n_centers, dim)), np.empty((2, n_centers)), np.empty((dim, dim)))
+    return (
+        np.empty(n_centers),
+        np.empty((n_centers, dim)),
+        np.empty((n_centers, dim)),
+        np.empty((2, n_centers)),
+        np.empty((dim, dim)),
+        np.empty((2, dim)),
+        np.empty((n_centers, dim)),
+        np.empty((4, n_centers)),
+    )
+
+
+rbf_work_space = _work_space  # from Python
+rbf_work_space_compiled = njit(cache=True)(_work_space)  # inside compiled code
+
+
+@njit(cache=True)
+def _row_dot(matrix, r, vector):
+    """``matrix[r] @ vector`` without making the view ``matrix[r]``."""
+    total = 0.0
+    for i in range(len(vector)):
+        total += matrix[r, i] * vector[i]
+    return total
+
+
+@njit(cache=True)
+def _local_product(metrics, r, vector, i):
+    """:math:`(M_r u)_i`."""
+    total = 0.0
+    for j in range(len(vector)):
+        total += metrics[r, i, j] * vector[j]
+    return total
+
+
+@njit(cache=True)
+def rbf_acceleration_derivative(kernel, x, v, dx, dv, out, work):
+    r"""Directional derivative of the geodesic acceleration, :meth:`RBFLocalField.acceleration_derivative`, into ``out``.
+
+    The same terms as the numpy method (:math:`c_r = g_r - \bar g`, :math:`\kappa_r = c_r \cdot \delta x`,
+    :math:`\nu_r = c_r \cdot v`, :math:`\eta_r = c_r \cdot \delta v`, :math:`\tilde a_r = w_r (a_r - \bar a)`), solved
+    with the Cholesky factor of :math:`M(x)` left by :func:`rbf_acceleration`. False on failure.
+    """
+    vectors = work[5]  # rows: the acceleration, the mean half-gradient
+    if not rbf_acceleration(kernel, x, v, vectors[0], work):
+        return False
+    weights, half_grad, local, quadratics, factor, slopes, scalars = work[0], work[1], work[2], work[3], work[4], work[6], work[7]
+    metrics, sigma, own = kernel.metrics, kernel.sigma, kernel.own_proximity
+    n_centers, dim = kernel.centers.shape
+    mean_q = 0.0
+    for r in range(n_centers):
+        mean_q += weights[r] * quadratics[0, r]
+    for i in range(dim):
+        out[i] = 0.0
+        vectors[1, i] = 0.0
+        for r in range(n_centers):
+            vectors[1, i] += weights[r] * half_grad[r, i]
+    mean_mixed, mean_cross = 0.0, 0.0
+    for r in range(n_centers):  # scalars: kappa, nu, eta, mixed
+        kappa = nu = eta = local_dx_v = cross = 0.0
+        for i in range(dim):
+            slopes[r, i] = (-2.0 / sigma) * (half_grad[r, i] - vectors[1, i])
+            kappa += slopes[r, i] * dx[i]
+            nu += slopes[r, i] * v[i]
+            eta += slopes[r, i] * dv[i]
+            cross += local[r, i] * dv[i]
+        spread = weights[r] * (quadratics[0, r] - mean_q)
+        for i in range(dim):
+            out[i] += 0.5 * spread * kappa * slopes[r, i]
+            if own:
+                local_dx = _local_product(metrics, r, dx, i)
+                out[i] -= (1.0 / sigma) * spread * local_dx
+                local_dx_v += local_dx * v[i]
+        mixed = kappa * nu - ((2.0 / sigma) * local_dx_v if own else 0.0)
+        scalars[0, r], scalars[1, r], scalars[2, r], scalars[3, r] = kappa, nu, eta, mixed
+        quadratics[1, r] = cross  # p_r = (M_r v) . dv (nu_r of the acceleration is no longer needed)
+        mean_mixed += weights[r] * mixed
+        mean_cross += weights[r] * cross
+    for r in range(n_centers):
+        centered_mixed = weights[r] * (scalars[3, r] - mean_mixed)
+        centered_cross = weights[r] * (quadratics[1, r] - mean_cross)
+        kappa, nu, eta = weights[r] * scalars[0, r], weights[r] * scalars[1, r], weights[r] * scalars[2, r]
+        for i in range(dim):
+            out[i] += (
+                centered_cross * slopes[r, i]
+                - (centered_mixed + eta) * local[r, i]
+                - kappa * _local_product(metrics, r, vectors[0], i)
+                - nu * _local_product(metrics, r, dv, i)
+            )
+    factored_solve(factor, out)
+    return True
 
 
 @njit(cache=True)
@@ -164,3 +268,23 @@ def rbf_geodesic_rhs(params, state, out):
     dim = kernel.centers.shape[1]
     out[:dim] = state[dim:]
     return rbf_acceleration(kernel, state[:dim], state[dim:], out[dim:], work)
+
+
+@njit(cache=True)
+def rbf_accelerations(kernel, x, v):
+    """:func:`rbf_acceleration` for rows ``(n, dim)``; also whether every row succeeded."""
+    out, work = np.empty_like(x), rbf_work_space_compiled(kernel)
+    for n in range(len(x)):
+        if not rbf_acceleration(kernel, x[n], v[n], out[n], work):
+            return out, False
+    return out, True
+
+
+@njit(cache=True)
+def rbf_acceleration_derivatives(kernel, x, v, dx, dv):
+    """:func:`rbf_acceleration_derivative` for rows ``(n, dim)``; also whether every row succeeded."""
+    out, work = np.empty_like(x), rbf_work_space_compiled(kernel)
+    for n in range(len(x)):
+        if not rbf_acceleration_derivative(kernel, x[n], v[n], dx[n], dv[n], out[n], work):
+            return out, False
+    return out, True
