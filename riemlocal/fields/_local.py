@@ -220,7 +220,7 @@ class RBFLocalField(_LocalField):
     def kernel(self):
         """:class:`~riemlocal.fields.kernels.RBFKernel` of this field (read-only arrays)."""
         own = self.proximity is None
-        arrays = (np.ascontiguousarray(a) for a in (self.centers, self.metrics, self.metrics[0] if own else self.proximity))
+        arrays = (np.ascontiguousarray(a) for a in (self.centers, self.metrics, self.metrics if own else self.proximity[None]))
         return RBFKernel(*arrays, float(self.sigma), own)
 
     def weights(self, base_point):

@@ -29,8 +29,9 @@ __all__ = ["RBFKernel", "rbf_weights", "rbf_metric", "rbf_acceleration", "rbf_ac
 RBFKernel = namedtuple("RBFKernel", ["centers", "metrics", "proximity", "sigma", "own_proximity"])
 RBFKernel.__doc__ = """Arrays of an RBF-blended field for the compiled kernels.
 
-``centers`` ``(R, dim)``, ``metrics`` ``(R, dim, dim)``, ``proximity`` ``(dim, dim)``
-(ignored when ``own_proximity``: then :math:`P_r = M_r`), the softmax temperature ``sigma``.
+``centers`` ``(R, dim)``, ``metrics`` ``(R, dim, dim)``, ``proximity`` ``(R, dim, dim)``
+(``metrics`` when ``own_proximity``: :math:`P_r = M_r`) or ``(1, dim, dim)`` (one global :math:`P`),
+the softmax temperature ``sigma``.
 """
 
 
@@ -40,13 +41,14 @@ def rbf_weights(kernel, x, weights, half_grad):
     centers = kernel.centers
     n_centers, dim = centers.shape
     smallest = np.inf
-    metrics, proximity, own = kernel.metrics, kernel.proximity, kernel.own_proximity
+    proximity, own = kernel.proximity, kernel.own_proximity
     for r in range(n_centers):  # element indexing throughout: a view (metrics[r]) costs reference counting
+        p = r if own else 0
         score = 0.0
         for i in range(dim):
             total = 0.0
             for j in range(dim):
-                total += (metrics[r, i, j] if own else proximity[i, j]) * (x[j] - centers[r, j])
+                total += proximity[p, i, j] * (x[j] - centers[r, j])
             half_grad[r, i] = total
             score += total * (x[i] - centers[r, i])
         weights[r] = score
@@ -55,10 +57,10 @@ def rbf_weights(kernel, x, weights, half_grad):
         return False
     norm = 0.0
     for r in range(n_centers):
-        if not math.isfinite(weights[r]):
-            return False
-        weights[r] = math.exp((smallest - weights[r]) / kernel.sigma)
+        weights[r] = math.exp((smallest - weights[r]) / kernel.sigma)  # exp(-inf) = 0: no check needed
         norm += weights[r]
+    if not math.isfinite(norm):  # a score of NaN
+        return False
     for r in range(n_centers):
         weights[r] /= norm
     return True
