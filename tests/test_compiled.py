@@ -5,7 +5,7 @@ import pytest
 
 from riemlocal import LearnedMetricManifold, RBFLocalField, SmoothLocalField
 from riemlocal.fields import ConstantField
-from riemlocal.fields.kernels import rbf_acceleration, rbf_weights, rbf_work_space
+from riemlocal.fields.kernels import COMPILED_MAX_WORK, compiled_kernel, rbf_acceleration, rbf_weights, rbf_work_space
 from riemlocal.numerics import ODEExpSolver, integrate_geodesic
 
 
@@ -75,6 +75,9 @@ def test_solver_and_manifold_option():
     with pytest.raises(TypeError, match="compiled must be a bool"):
         ODEExpSolver(field, compiled="yes")
     assert ConstantField(np.eye(2)).kernel is None  # fields without a kernel take the numpy path
+    work = field.kernel.metrics.size  # R dim^2 per point
+    assert compiled_kernel(field, COMPILED_MAX_WORK // work) is not None
+    assert compiled_kernel(field, COMPILED_MAX_WORK // work + 1) is None  # large batches: numpy's BLAS
 
 
 def test_overflow_falls_back_to_the_numpy_path():

@@ -20,7 +20,7 @@ from ..utils.arrays import CACHE_ELEMENTS, TASK_ELEMENTS
 from ..utils.validation import check_broadcast, check_points, check_positive, check_spd, solve_spd
 from ._base import MetricField, SegmentCells
 from ._envelope import envelope_cells
-from .kernels import RBFKernel, rbf_acceleration_derivatives, rbf_accelerations
+from .kernels import RBFKernel, compiled_kernel, rbf_acceleration_derivatives, rbf_accelerations
 
 __all__ = ["NearestLocalField", "RBFLocalField", "SmoothLocalField"]
 
@@ -379,11 +379,16 @@ class RBFLocalField(_LocalField):
         return solve_spd(self._blend_metric(weights), rhs)
 
     def _compiled(self, kernel_function, numpy_function):
-        """``f(x, *vectors)`` by a compiled batch kernel of :mod:`~riemlocal.fields.kernels`, by numpy where it declines (overflow)."""
+        """``f(x, *vectors)`` by a compiled batch kernel of :mod:`~riemlocal.fields.kernels` where that is faster
+        (:func:`~riemlocal.fields.kernels.compiled_kernel`), else, or where it declines (overflow), by numpy."""
 
         def function(x, *vectors):
-            out, done = kernel_function(self.kernel, *(np.ascontiguousarray(a) for a in (x, *vectors)))
-            return out if done else numpy_function(x, *vectors)
+            kernel = compiled_kernel(self, len(x))
+            if kernel is not None:
+                out, done = kernel_function(kernel, *(np.ascontiguousarray(a) for a in (x, *vectors)))
+                if done:
+                    return out
+            return numpy_function(x, *vectors)
 
         return function
 
