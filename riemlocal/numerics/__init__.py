@@ -19,7 +19,7 @@ from ._minimize import (
     minimize_curve_energy,
     resolve_method,
 )
-from ._runge_kutta import dormand_prince
+from ._runge_kutta import dormand_prince, rbf_dormand_prince
 from ._solvers import (
     CHUNK_SIZE,
     EXP_ATOL_FACTOR,
@@ -48,6 +48,7 @@ __all__ = [
     "minimize_curve_energy",
     "resolve_method",
     "dormand_prince",
+    "rbf_dormand_prince",
     "CHUNK_SIZE",
     "EXP_ATOL_FACTOR",
     "RTOL",

@@ -22,12 +22,13 @@ import numpy as np
 from joblib import effective_n_jobs
 from sklearn.exceptions import ConvergenceWarning
 
+from ..fields.kernels import compiled_kernel, rbf_work_space
 from ..utils.arrays import unique_rows
 from ..utils.parallel import parallel_map
-from ..utils.validation import broadcast_flat, check_int, check_n_jobs, check_option, check_positive
+from ..utils.validation import broadcast_flat, check_bool, check_int, check_n_jobs, check_option, check_positive
 from ._energy import initial_velocity
 from ._minimize import METHODS, NODE_CHART_MAX_DIM, UNRESOLVED, extrapolate_levels
-from ._runge_kutta import dormand_prince
+from ._runge_kutta import dormand_prince, rbf_dormand_prince
 
 __all__ = ["CHUNK_SIZE", "EXP_ATOL_FACTOR", "RTOL", "BoundaryValueResult", "EnergyLogSolver", "ODEExpSolver", "integrate_geodesic", "solve_boundary_value"]
 
@@ -36,11 +37,15 @@ EXP_ATOL_FACTOR = 1e-2  #: Exp's absolute tolerance is ``rtol * EXP_ATOL_FACTOR`
 RTOL = 1e-6  #: default relative tolerance of Exp and of distances
 
 
-def integrate_geodesic(field, tangent_vec, base_point, t_eval=(1.0,), rtol=1e-9, atol=1e-11, max_step=np.inf):
+def integrate_geodesic(field, tangent_vec, base_point, t_eval=(1.0,), rtol=1e-9, atol=1e-11, max_step=np.inf, compiled=True):
     """Integrate :math:`c'' = -\\Gamma(c', c')` from ``base_point`` with velocity ``tangent_vec``.
 
-    All geodesics advance together, each with its own step size
-    (:func:`~riemlocal.numerics.dormand_prince`, error control per geodesic).
+    Each geodesic has its own step size (Dormand--Prince 5(4) with error
+    control per geodesic): all advance together through the field's numpy
+    methods (:func:`~riemlocal.numerics.dormand_prince`), or, for a field with
+    a compiled kernel (:attr:`MetricField.kernel`), one after the other in
+    compiled code (:func:`~riemlocal.numerics.rbf_dormand_prince`; the
+    same steps, so the same curves to rounding).
 
     Parameters
     ----------
@@ -50,6 +55,9 @@ def integrate_geodesic(field, tangent_vec, base_point, t_eval=(1.0,), rtol=1e-9,
         Times (>= 0; in [0, 1] for Exp) at which to return the curve.
     rtol, atol : float
         Tolerances of the Dormand--Prince 5(4) integrator, per geodesic.
+    compiled : bool, default=True
+        Use the field's compiled kernel when it has one and the batch is small
+        enough for it to be faster (``False``: always the numpy path).
 
     Returns
     -------
@@ -57,12 +65,18 @@ def integrate_geodesic(field, tangent_vec, base_point, t_eval=(1.0,), rtol=1e-9,
     """
     batch, dim = base_point.shape
     times, position = np.unique(np.asarray(t_eval, dtype=float), return_inverse=True)
+    initial = np.concatenate([base_point, tangent_vec], axis=1)
+    kernel = compiled_kernel(field, batch) if compiled else None
+    if kernel is not None:
+        states, status = rbf_dormand_prince((kernel, rbf_work_space(kernel)), initial, times, rtol, atol, max_step)
+        if status == 0:
+            return states[:, position, :dim]  # else the numpy path raises the error that explains the failure
 
     def rhs(state):
         position, velocity = state[:, :dim], state[:, dim:]
         return np.concatenate([velocity, field._acceleration(velocity, position)], axis=1)
 
-    states = dormand_prince(rhs, np.concatenate([base_point, tangent_vec], axis=1), times, rtol, atol, max_step)
+    states = dormand_prince(rhs, initial, times, rtol, atol, max_step)
     return states[:, position, :dim]
 
 
@@ -116,17 +130,24 @@ class ODEExpSolver:
         Parallel chunks through joblib.
     verbose : bool, default=False
         Progress bar over chunks.
+    compiled : bool, default=True
+        Integrate in compiled code when the field has a kernel (:attr:`MetricField.kernel`,
+        the RBF fields) and the chunk is small enough for it to be faster
+        (:func:`~riemlocal.fields.kernels.compiled_kernel`); ``False`` takes the numpy path
+        (the same curves to rounding).
     """
 
     solves_ivp = True  # geomstats: geodesic_ivp is available
 
-    def __init__(self, field, rtol=RTOL, chunk_size=CHUNK_SIZE, n_jobs=None, verbose=False):
+    def __init__(self, field, rtol=RTOL, chunk_size=CHUNK_SIZE, n_jobs=None, verbose=False, compiled=True):
         self.field, self.rtol, self.chunk_size, self.n_jobs, self.verbose = field, rtol, chunk_size, n_jobs, verbose
+        self.compiled = compiled
         self._check()
 
     def _check(self):
         check_positive(self.rtol, "rtol")
         check_int(self.chunk_size, "chunk_size")
+        check_bool(self.compiled, "compiled")
 
     @property
     def tolerances(self):
@@ -134,7 +155,7 @@ class ODEExpSolver:
         return self.rtol, self.rtol * EXP_ATOL_FACTOR
 
     def _integrate(self, tangent_vec, base_point, t_eval):
-        return integrate_geodesic(self.field, tangent_vec, base_point, t_eval, *self.tolerances)
+        return integrate_geodesic(self.field, tangent_vec, base_point, t_eval, *self.tolerances, compiled=self.compiled)
 
     def exp(self, tangent_vec, base_point):
         r""":math:`\mathrm{Exp}_x(v) = c(1)` for the geodesic with :math:`c(0) = x`, :math:`c'(0) = v`; shape ``(..., dim)``."""
