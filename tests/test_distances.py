@@ -334,3 +334,24 @@ def test_geodesic_matrix_solves_each_unordered_pair_once(smooth_field, monkeypat
     for a, b in ((i, j), (j, i)):  # each direction solved on its own agrees to the solver's tolerance
         one_by_one = np.array([metric.dist(X[p], X[q]) for p, q in zip(a, b)])
         np.testing.assert_allclose(matrix[a, b], one_by_one, rtol=2e-6)
+
+
+def test_geodesic_matrix_at_dim_10_is_certified_and_equals_the_pairwise_solves():
+    """The matrix path (node chart, 6/12/24 segments) against Log's default solves and a tight reference."""
+    import sys
+    from pathlib import Path
+
+    from riemlocal import LearnedMetricManifold
+    from riemlocal.numerics import EnergyLogSolver
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    from bench_geodesics import random_field
+
+    field, rng = random_field(10, seed=5)
+    X = 0.5 * rng.normal(size=(12, 10))
+    matrix = pairwise_distances(field, X, rule="geodesic")
+    i, j = np.triu_indices(12, 1)
+    default = LearnedMetricManifold(field).metric.log_solver.solve(X[j], X[i])
+    np.testing.assert_allclose(matrix[i, j], default.length, rtol=2e-6)
+    tight = EnergyLogSolver(field, 64, rtol=1.0, log_rtol=1.0, max_segments=256, tol=1e-10, max_iter=20000)
+    np.testing.assert_allclose(matrix[i, j], tight.dist(X[i], X[j]), rtol=1e-6)
