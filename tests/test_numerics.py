@@ -415,3 +415,21 @@ def test_distances_take_the_node_chart_and_equal_the_plain_solves():
     assert np.all(solver.last_result_.converged)
     length = EnergyLogSolver(field, chunk_size=40).solve(y, x).length  # a Log: one chart per problem
     assert_allclose(dist, length, rtol=1e-9)
+
+
+def test_cubic_refine_is_exact_on_cubics_and_fourth_order():
+    t = np.linspace(0.0, 1.0, 9)[:, None]
+    cubic = np.hstack([t**3 - 2 * t, 3 * t**2 + t])
+    fine_t = np.linspace(0.0, 1.0, 17)[:, None]
+    assert_allclose(refine(cubic, cubic=True), np.hstack([fine_t**3 - 2 * fine_t, 3 * fine_t**2 + fine_t]), atol=1e-14)
+    assert_array_equal(refine(cubic), refine(cubic, cubic=False))
+    assert_allclose(refine(cubic)[1::2], 0.5 * (cubic[1:] + cubic[:-1]))
+
+    def error(n, cubic):
+        nodes = np.linspace(0.0, 1.0, n + 1)[:, None]
+        exact = np.sin(3 * np.linspace(0.0, 1.0, 2 * n + 1))[:, None]
+        return np.abs(refine(np.sin(3 * nodes), cubic=cubic) - exact).max()
+
+    assert 14 < error(16, True) / error(32, True) < 18  # O(N^-4); midpoints O(N^-2)
+    assert 3.5 < error(16, False) / error(32, False) < 4.5
+    assert_array_equal(refine(cubic[:3], cubic=True), refine(cubic[:3]))  # fewer than 4 nodes: midpoints

@@ -91,11 +91,23 @@ def laplacian_inverse_sqrt(n_segments, inverse=False):
     return matrix
 
 
-def refine(curves):
-    """Insert the midpoint of every segment of curves ``(..., N + 1, dim)``: N segments -> 2N segments."""
+def refine(curves, cubic=False):
+    r"""Insert a node in every segment of curves ``(..., N + 1, dim)``: N segments -> 2N segments.
+
+    The new nodes are the segments' midpoints, or with ``cubic`` (curves of at
+    least 4 nodes) the values at :math:`t_{i + 1/2}` of the cubic through the
+    four nearest nodes, :math:`(9 (c_i + c_{i+1}) - c_{i-1} - c_{i+2}) / 16`
+    (one-sided :math:`(5 c_0 + 15 c_1 - 5 c_2 + c_3) / 16` at the ends):
+    :math:`O(N^{-4})` from a smooth curve instead of :math:`O(N^{-2})`.
+    """
     fine = np.empty(curves.shape[:-2] + (2 * curves.shape[-2] - 1, curves.shape[-1]))
     fine[..., ::2, :] = curves
     fine[..., 1::2, :] = 0.5 * (curves[..., 1:, :] + curves[..., :-1, :])
+    if cubic and curves.shape[-2] >= 4:
+        c = curves
+        fine[..., 3:-3:2, :] = (9.0 * (c[..., 1:-2, :] + c[..., 2:-1, :]) - (c[..., :-3, :] + c[..., 3:, :])) / 16.0
+        fine[..., 1, :] = (5.0 * c[..., 0, :] + 15.0 * c[..., 1, :] - 5.0 * c[..., 2, :] + c[..., 3, :]) / 16.0
+        fine[..., -2, :] = (5.0 * c[..., -1, :] + 15.0 * c[..., -2, :] - 5.0 * c[..., -3, :] + c[..., -4, :]) / 16.0
     return fine
 
 

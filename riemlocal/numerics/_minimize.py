@@ -36,7 +36,7 @@ __all__ = [
 METHODS = ("auto", "newton", "lbfgs")  #: energy minimizers
 NEWTON_MAX_DIM = 8  # "auto" takes Newton up to this dimension (above, L-BFGS is faster on batches: benchmarks/bench_geodesics.py)
 NEWTON_MAX_WORK = 20**3  # ... and for problems * dim^3 up to this: a few problems pay per-iteration overhead, not O(dim^3)
-NODE_CHART_MAX_DIM = 20  # distances take the node chart up to this dimension (256 pairs: 0.83x the time at D = 10 and 20, 1.05x at 30)
+NODE_CHART_MAX_DIM = 20  # lengths take the node chart up to this dimension (256 pairs: 0.83x the time at D = 10 and 20, 1.05x at 30)
 CHART_SAMPLES = 2  # the node chart factors the metric at this many + 1 nodes of each curve (8: as many iterations, 1.1x the time; 1: 1.1-1.3x the iterations)
 ERROR_SAFETY = 2.0  # error estimates are this multiple of the last Romberg correction (extrapolate_levels)
 RESOLVED_RATIO = 3.0  # the quadrature gap falls by 4 per level where the metric is resolved, by 2 where it is not
@@ -350,7 +350,7 @@ class Extrapolation:
 
 
 def extrapolate_levels(
-    field, curves, measure, accept, max_segments, *, weights=None, free_start=False, method, tol, max_iter, node_chart=False
+    field, curves, measure, accept, max_segments, *, weights=None, free_start=False, method, tol, max_iter, lengths_only=False
 ):
     r"""Minimize at :math:`N, 2N, 4N, \dots` segments and Romberg-extrapolate a measure of the minimizers.
 
@@ -386,8 +386,15 @@ def extrapolate_levels(
     accept : callable
         ``accept(value, error, unresolved, rows)`` -> boolean ``(len(rows),)``.
     max_segments : int
-    weights, free_start, method, tol, max_iter, node_chart
+    weights, free_start, method, tol, max_iter
         As for :func:`minimize_curve_energy`.
+    lengths_only : bool, default=False
+        Only energies (lengths) are measured. They are second order in the
+        curves, so the minimizer's leftover does not matter to them: finer
+        levels then start from the cubic :func:`refine` of the last minimizer,
+        and L-BFGS runs in the node chart up to ``dim = NODE_CHART_MAX_DIM``
+        (:func:`minimize_curve_energy`). Both change that leftover, to which a
+        Log vector is sensitive to first order, so Log keeps the midpoints and one chart.
 
     Returns
     -------
@@ -400,6 +407,7 @@ def extrapolate_levels(
     factors = mean_metric_factors(field, curves, weights)
     finest, segments, optimized = [None] * n_problems, np.zeros(n_problems, dtype=int), np.ones(n_problems, dtype=bool)
     unresolved = np.zeros(n_problems)
+    node_chart = lengths_only and curves.shape[-1] <= NODE_CHART_MAX_DIM
     while True:
         level_tol = tol * (COARSE_TOL_FACTOR if level == 0 else 1.0)
         minimum = minimize_curve_energy(
@@ -427,7 +435,7 @@ def extrapolate_levels(
         if done.all():
             return Extrapolation(value, error, unresolved, finest, segments, n_iter, optimized)
         rows, previous, previous_gap = rows[~done], [entry[~done] for entry in row], None if gap is None else gap[~done]
-        curves, n_segments, level = refine(minimum.curves[~done]), 2 * n_segments, level + 1
+        curves, n_segments, level = refine(minimum.curves[~done], cubic=lengths_only), 2 * n_segments, level + 1
 
 
 def _quadrature_gap(field, minimum, weights):

@@ -27,7 +27,7 @@ from ..utils.arrays import unique_rows
 from ..utils.parallel import parallel_map
 from ..utils.validation import broadcast_flat, check_bool, check_int, check_n_jobs, check_option, check_positive
 from ._energy import initial_velocity
-from ._minimize import METHODS, NODE_CHART_MAX_DIM, UNRESOLVED, extrapolate_levels
+from ._minimize import METHODS, UNRESOLVED, extrapolate_levels
 from ._runge_kutta import dormand_prince, rbf_dormand_prince
 
 __all__ = ["CHUNK_SIZE", "EXP_ATOL_FACTOR", "RTOL", "BoundaryValueResult", "EnergyLogSolver", "ODEExpSolver", "integrate_geodesic", "solve_boundary_value"]
@@ -253,10 +253,8 @@ class EnergyLogSolver:
     method : {"auto", "newton", "lbfgs"}, default="auto"
         Newton's method on the block-tridiagonal energy Hessian (:math:`O(N D^3)`
         per step) or L-BFGS (:math:`O(N D^2)`); ``"auto"`` takes Newton up to ``dim = 8``.
-        For distances alone (:meth:`dist`) up to ``dim = NODE_CHART_MAX_DIM``, L-BFGS
-        runs in the node chart of :func:`~riemlocal.numerics.minimize_curve_energy`
-        (half the iterations; a length is insensitive to the minimizer's leftover
-        to first order, a Log vector is not, so Log keeps the chart its estimates were checked with).
+        Distances alone (:meth:`dist`) take fewer iterations
+        (``lengths_only`` of :func:`~riemlocal.numerics.extrapolate_levels`).
     chunk_size : int, default=64
         Pairs solved jointly in one vectorized problem.
     n_jobs : int, default=None
@@ -385,7 +383,7 @@ class EnergyLogSolver:
                 method=self.method,
                 tol=self.tol,
                 max_iter=self.max_iter,
-                node_chart=np.isinf(log_rtol) and self.field.dim <= NODE_CHART_MAX_DIM,
+                lengths_only=np.isinf(log_rtol),
             )
             velocity[rows], length[rows] = result.value[:, 1:], result.value[:, 0]
             dist_error[rows], log_error[rows] = estimates(result.value, result.error, result.unresolved, base_metric)
