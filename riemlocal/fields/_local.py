@@ -59,6 +59,9 @@ class _LocalField(MetricField):
         self.proximity = proximity
         self._stacked = metrics.reshape(n_centers * dim, dim)  # rows: M_1, ..., M_R
         self._flat_metrics = metrics.reshape(n_centers, dim * dim)
+        # coordinates relative to the mean center (a shift of everything cancels exactly)
+        self._origin = self.centers.mean(axis=0)
+        self._shifted_products = self._proximity_products((self.centers - self._origin)[None])[0]  # P_r (x_r - mean)
 
     @property
     def n_centers(self):
@@ -144,11 +147,7 @@ class NearestLocalField(_LocalField):
 
     def __init__(self, centers, metrics, proximity=None):
         super().__init__(centers, metrics, proximity)
-        # for nearest_center: coordinates relative to the mean center (a shift of everything cancels exactly)
-        self._origin = self.centers.mean(axis=0)
-        shifted = self.centers - self._origin
-        self._shifted_products = self._proximity_products(shifted[None])[0]  # P_r c_r
-        self._shifted_norms = np.einsum("rd,rd->r", self._shifted_products, shifted)  # c_r^T P_r c_r
+        self._shifted_norms = np.einsum("rd,rd->r", self._shifted_products, self.centers - self._origin)  # c_r^T P_r c_r
 
     def nearest_center(self, base_point):
         r"""Index of the active cell at each point, shape ``(...)``.
@@ -350,15 +349,23 @@ class RBFLocalField(_LocalField):
         :math:`M_r` is linear: :math:`M_r (c_j - c_0)` at the nodes give :math:`M_r d_i`
         (differences) and the halved gradients :math:`h_r = P_r (x - x_r)` anywhere on the
         curve; relative to the curve's first node :math:`c_0`, so nothing cancels at large
-        offsets. Returns :math:`c_j - c_0`, :math:`x_r - c_0` ``(batch, R, dim)``,
+        offsets. The zero row of :math:`c_0` itself carries :math:`c_0 - \bar x` instead
+        (:math:`\bar x` the mean center), which gives :math:`M_r (c_0 - x_r) = M_r (c_0 - \bar x)
+        - M_r (x_r - \bar x)` without a second pass over the :math:`M_r`.
+        Returns :math:`c_j - c_0`, :math:`x_r - c_0` ``(batch, R, dim)``,
         :math:`M_r (c_j - c_0)` and :math:`h_r(c_j)`, both ``(batch, n_nodes, R, dim)``.
         """
         batch, n_nodes, dim = nodes.shape
         relative = nodes - nodes[:, :1]
         centers = self.centers - nodes[:, :1]
-        products = self._local_products(relative.reshape(-1, dim)).reshape(batch, n_nodes, self.n_centers, dim)
-        if self.proximity is None:  # M_r (c_j - x_r) = M_r (c_j - c_0) - M_r (x_r - c_0)
-            half_grad = products - self._proximity_products(centers)[:, None]
+        rows = relative.copy()
+        if self.proximity is None:
+            rows[:, 0] = nodes[:, 0] - self._origin
+        products = self._local_products(rows.reshape(-1, dim)).reshape(batch, n_nodes, self.n_centers, dim)
+        if self.proximity is None:  # M_r (c_j - x_r) = M_r (c_j - c_0) + M_r (c_0 - x_r)
+            anchor = products[:, 0] - self._shifted_products
+            products[:, 0] = 0.0
+            half_grad = products + anchor[:, None]
         else:
             half_grad = (relative @ self.proximity)[:, :, None, :] - (centers @ self.proximity)[:, None]
         return relative, centers, products, half_grad
