@@ -190,6 +190,7 @@ def distance_matrix_row(n_points, dim, n_jobs):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="fewer repeats, no D = 500")
+    parser.add_argument("--matrix-points", type=int, default=None, help="points of the distance matrix (default 100; 40 with --quick)")
     args = parser.parse_args()
     repeats = 3 if args.quick else 7
     print(f"load average: {', '.join(f'{load:.2f}' for load in os.getloadavg())}\n")
@@ -201,7 +202,7 @@ def main():
         log_rows(dim, n_pairs, repeats if dim == 2 else 1, ">= 50x")
     exp_row(repeats)
     statistics_rows(repeats, 1)
-    distance_matrix_row(40 if args.quick else 100, 10, 2)
+    distance_matrix_row(args.matrix_points or (40 if args.quick else 100), 10, 2)
     targets = {100: "<= 20 ms", 500: "-", 1000: "<= 500 ms"}
     for dim in (100, 1000) if args.quick else (100, 500, 1000):
         log_rows(dim, 1, repeats, targets[dim], with_geomstats=False)

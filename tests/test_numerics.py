@@ -433,3 +433,20 @@ def test_cubic_refine_is_exact_on_cubics_and_fourth_order():
     assert 14 < error(16, True) / error(32, True) < 18  # O(N^-4); midpoints O(N^-2)
     assert 3.5 < error(16, False) / error(32, False) < 4.5
     assert_array_equal(refine(cubic[:3], cubic=True), refine(cubic[:3]))  # fewer than 4 nodes: midpoints
+
+
+def test_large_dim_log_reproduces_the_solver_before_the_node_gemm_changes():
+    """D = 300 Log through the fused node products (trapezoid gap, first-node row) equals the pre-change numbers.
+
+    Reference: the same solve at commit dc20c48 (trapezoid energy from full blends, M_r (x_r - c_0) per evaluation).
+    """
+    field, rng = random_field(300, seed=7)
+    x, y = 0.5 * rng.normal(size=(2, 300))
+    result = EnergyLogSolver(field).solve(y, x)
+    assert result.n_segments == 32
+    assert_allclose(result.length, 12.776805417263457, rtol=1e-12)
+    assert_allclose(result.error_estimate, 1.2943522449844155e-09, rtol=1e-6)
+    assert_allclose(result.log_error_estimate, 1.1129746086791762e-06, rtol=1e-6)
+    velocity = [0.6733874592176968, 0.32157441748350263, -0.537769626904366, -0.15654771197298964]
+    assert_allclose(result.initial_velocity[:4], velocity, atol=1e-10)
+    assert_allclose(np.linalg.norm(result.initial_velocity), 13.026926978042193, rtol=1e-12)
