@@ -1,5 +1,6 @@
 """Geodesic numerics: the discrete curve energy, the energy-minimization core and the Exp/Log solver objects."""
 
+from ._compiled_log import block_tridiagonal_solve, rbf_log_pairs
 from ._energy import (
     curve_energy,
     initial_velocity,
@@ -47,6 +48,8 @@ __all__ = [
     "resolve_method",
     "dormand_prince",
     "rbf_dormand_prince",
+    "block_tridiagonal_solve",
+    "rbf_log_pairs",
     "CHUNK_SIZE",
     "EXP_ATOL_FACTOR",
     "RTOL",
