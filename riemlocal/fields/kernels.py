@@ -220,8 +220,8 @@ def rbf_energy_terms(kernel, x, v, work, metric_v, gradient, hessian_x, mixed, h
             q += total * v[i]
         quadratics[0, r] = q
         mean_q += weights[r] * q
-    metric_v[:] = 0.0
-    gradient[:] = 0.0
+    for i in range(dim):
+        metric_v[i], gradient[i] = 0.0, 0.0
     for r in range(n_centers):
         weight = weights[r]
         spread = weight * (quadratics[0, r] - mean_q)
@@ -229,7 +229,8 @@ def rbf_energy_terms(kernel, x, v, work, metric_v, gradient, hessian_x, mixed, h
         for i in range(dim):
             metric_v[i] += weight * local[r, i]
             gradient[i] += spread * half_grad[r, i]
-    gradient *= -2.0 / sigma
+    for i in range(dim):
+        gradient[i] *= -2.0 / sigma
     if not hessian:
         return True
     for i in range(dim):
@@ -238,9 +239,9 @@ def rbf_energy_terms(kernel, x, v, work, metric_v, gradient, hessian_x, mixed, h
             mean_h += weights[r] * half_grad[r, i]
         for r in range(n_centers):
             half_grad[r, i] -= mean_h
-    hessian_x[:] = 0.0
-    mixed[:] = 0.0
-    hessian_v[:] = 0.0
+    for i in range(dim):
+        for j in range(dim):
+            hessian_x[i, j], mixed[i, j], hessian_v[i, j] = 0.0, 0.0, 0.0
     own = kernel.own_proximity
     for r in range(n_centers):
         weight, spread = weights[r], quadratics[1, r]

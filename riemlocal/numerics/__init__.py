@@ -9,6 +9,7 @@ from ._energy import (
     trapezoid_energy,
 )
 from ._minimize import (
+    COMPILED_NEWTON_MAX_DIM,
     METHODS,
     NEWTON_MAX_DIM,
     NEWTON_MAX_WORK,
@@ -38,6 +39,7 @@ __all__ = [
     "refine",
     "trapezoid_energy",
     "METHODS",
+    "COMPILED_NEWTON_MAX_DIM",
     "NEWTON_MAX_DIM",
     "NEWTON_MAX_WORK",
     "EnergyMinimum",

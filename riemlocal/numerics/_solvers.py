@@ -252,7 +252,8 @@ class EnergyLogSolver:
         Iterations per level.
     method : {"auto", "newton", "lbfgs"}, default="auto"
         Newton's method on the block-tridiagonal energy Hessian (:math:`O(N D^3)`
-        per step) or L-BFGS (:math:`O(N D^2)`); ``"auto"`` takes Newton up to ``dim = 8``.
+        per step) or L-BFGS (:math:`O(N D^2)`); ``"auto"`` takes Newton up to ``dim = 8``,
+        up to ``dim = 12`` in compiled code (:func:`~riemlocal.numerics.resolve_method`).
     chunk_size : int, default=64
         Pairs solved jointly in one vectorized problem.
     n_jobs : int, default=None
@@ -349,10 +350,10 @@ class EnergyLogSolver:
     def _solve_chunk(self, point, base_point, log_rtol):
         """Solve pairs ``(n, dim)``: compiled (Newton, a field with a kernel) or by :meth:`_solve_numpy`."""
         kernel = self.field.kernel if self.compiled else None
-        if kernel is None or resolve_method(self.method, self.field.dim, n_problems=len(point)) != "newton":
+        if kernel is None or resolve_method(self.method, self.field.dim, n_problems=len(point), compiled=True) != "newton":
             return self._solve_numpy(point, base_point, log_rtol)
-        n_levels = int(np.log2(self.max_segments // self.n_segments)) + 1  # levels up to max_segments
-        first_levels = min(n_levels, max(3, int(np.log2(max(128 // self.n_segments, 1))) + 1))  # up to 128 segments
+        n_levels = (self.max_segments // self.n_segments).bit_length()  # levels up to max_segments
+        first_levels = min(n_levels, max(3, (128 // self.n_segments).bit_length()))  # up to 128 segments
         options = (self.n_segments, self.max_segments, self.rtol, log_rtol, self.tol, self.max_iter)
         *outputs, level_iters, status = rbf_log_pairs(
             kernel, point, base_point, *options, laplacian_levels(self.n_segments, first_levels), first_levels
