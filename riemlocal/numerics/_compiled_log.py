@@ -145,7 +145,7 @@ def _evaluate(kernel, chart, z, state, work, terms):
             for j in range(n_interior):
                 total += preconditioner[i, j] * z[j, k]
             inner[i, k] = curve_scale * total
-    curve[:] = start
+    _assign(curve, start, 1.0)
     for i in range(n_interior):
         for k in range(dim):
             total = 0.0
@@ -156,9 +156,8 @@ def _evaluate(kernel, chart, z, state, work, terms):
     if not math.isfinite(energy):
         return np.nan
     scale = 1.0 / normalizer
-    gradient *= scale
-    diagonal *= scale
-    upper *= scale
+    for array in (gradient, diagonal.reshape(-1, dim), upper.reshape(-1, dim)):
+        _assign(array, array, scale)
     for i in range(n_interior):  # gradient in z: curve_scale S (g L^{-T})
         for k in range(dim):
             total = 0.0
@@ -188,29 +187,66 @@ def _newton_direction(chart, state, direction, scratch):
             step[i, k] = -gradient[i + 1, k]
     solved = block_tridiagonal_solve(diagonal, upper, step, block_factor, coupling)
     if not solved:
-        metric = factor @ factor.T
         reference = 2.0 * (n_interior + 1) * 1.0 / normalizer
         for shift in _DAMPING:
-            scaled = shift * reference * metric  # the constant-metric Hessian's M_bar blocks
-            for b in range(n_interior):
-                damped_diagonal[b] = diagonal[b] + 2.0 * scaled
-            for b in range(n_interior - 1):
-                damped_upper[b] = upper[b] - scaled
+            for i in range(dim):
+                for j in range(dim):
+                    metric = 0.0  # (L L^T)_ij
+                    for m in range(min(i, j) + 1):
+                        metric += factor[i, m] * factor[j, m]
+                    scaled = shift * reference * metric  # the constant-metric Hessian's M_bar blocks
+                    for b in range(n_interior):
+                        damped_diagonal[b, i, j] = diagonal[b, i, j] + 2.0 * scaled
+                    for b in range(n_interior - 1):
+                        damped_upper[b, i, j] = upper[b, i, j] - scaled
             for i in range(n_interior):
                 for k in range(dim):
                     step[i, k] = -gradient[i + 1, k]
             solved = block_tridiagonal_solve(damped_diagonal, damped_upper, step, block_factor, coupling)
             if solved:
                 break
-    if not solved:
-        step[:] = 0.0
-    nodes = step @ factor
+    if not solved:  # no step (the numpy path's zero solution): the steepest descent follows
+        for i in range(n_interior):
+            for k in range(dim):
+                step[i, k] = 0.0
+    for i in range(n_interior):  # node steps times L, in place row by row
+        for k in range(dim):
+            total = 0.0
+            for j in range(k, dim):
+                total += step[i, j] * factor[j, k]
+            step[i, k] = total
     for i in range(n_interior):
         for k in range(dim):
             total = 0.0
             for j in range(n_interior):
-                total += inverse_preconditioner[i, j] * nodes[j, k]
+                total += inverse_preconditioner[i, j] * step[j, k]
             direction[i, k] = total / curve_scale
+
+
+@njit(cache=True)
+def _assign(target, source, scale):
+    """``target = scale * source`` for C-ordered arrays of the same size (no broadcasting code)."""
+    flat_target, flat_source = target.reshape(-1), source.reshape(-1)
+    for i in range(len(flat_target)):
+        flat_target[i] = scale * flat_source[i]
+
+
+@njit(cache=True)
+def _dot(a, b):
+    """Inner product of two arrays of the same shape (``_dot`` of :mod:`riemlocal.utils.optimize`, one row)."""
+    flat_a, flat_b, total = a.reshape(-1), b.reshape(-1), 0.0
+    for i in range(len(flat_a)):
+        total += flat_a[i] * flat_b[i]
+    return total
+
+
+@njit(cache=True)
+def _max_abs(a):
+    r""":math:`\max_i |a_i|`: the gradient norm of the stopping test."""
+    flat, largest = a.reshape(-1), 0.0
+    for i in range(len(flat)):
+        largest = max(largest, abs(flat[i]))
+    return largest
 
 
 @njit(cache=True)
@@ -246,15 +282,15 @@ def _newton(kernel, chart, tol, max_iter, work, terms):
     value = _evaluate(kernel, chart, z, current, work, terms)
     if not math.isfinite(value):
         return current, np.nan, 0, np.nan
-    norm = np.abs(current[2]).max()
+    norm = _max_abs(current[2])
     best_norm, stalls, n_iter, running = norm, 0, 0, norm > tol
     while running and n_iter < max_iter:
         _newton_direction(chart, current, direction, scratch)
         gradient_z = current[2]
-        slope = np.sum(gradient_z * direction)
+        slope = _dot(gradient_z, direction)
         if not slope < 0.0:  # not downhill: the steepest descent
-            direction[:] = -gradient_z
-            slope = -np.sum(gradient_z * gradient_z)
+            _assign(direction, gradient_z, -1.0)
+            slope = -_dot(gradient_z, gradient_z)
         step_length, round_off, accepted = 1.0, value + ROUND_OFF * abs(value), False
         for _ in range(MAX_BACKTRACKS):  # _backtrack
             for i in range(n_interior):
@@ -263,14 +299,14 @@ def _newton(kernel, chart, tol, max_iter, work, terms):
             trial_value = _evaluate(kernel, chart, trial_z, trial, work, terms)
             if not math.isfinite(trial_value):
                 return current, np.nan, n_iter, np.nan  # the numpy path raises the error that explains it
-            trial_slope = np.sum(trial[2] * direction)
+            trial_slope = _dot(trial[2], direction)
             armijo = trial_value <= value + ARMIJO * step_length * slope
             wolfe = trial_value <= round_off and trial_slope >= 0.9 * slope
             if armijo or (wolfe and trial_slope <= -0.8 * slope):
                 accepted = True
                 break
             step_length *= 0.5
-        new_norm = np.abs(trial[2]).max() if accepted else 0.0
+        new_norm = _max_abs(trial[2]) if accepted else 0.0
         stalls = 0 if ((accepted and trial_value < value) or new_norm < best_norm) else stalls + 1
         if accepted:
             z, trial_z = trial_z, z
@@ -317,7 +353,9 @@ def _measure(kernel, curve, energy, base_metric, work, terms, out):
     """``measure`` of ``_solve_chunk``: the length and :func:`initial_velocity` (discrete Legendre transform) into ``out``."""
     n_segments, dim = curve.shape[0] - 1, curve.shape[1]
     metric_v, quadratic_gradient, hessian_x, mixed, hessian_v = terms
-    step, midpoint = curve[1] - curve[0], 0.5 * (curve[1] + curve[0])
+    step, midpoint = np.empty(dim), np.empty(dim)
+    for i in range(dim):
+        step[i], midpoint[i] = curve[1, i] - curve[0, i], 0.5 * (curve[1, i] + curve[0, i])
     if not rbf_energy_terms(kernel, midpoint, step, work, metric_v, quadratic_gradient, hessian_x, mixed, hessian_v, False):
         return False
     out[0] = math.sqrt(max(energy, 0.0))
@@ -357,23 +395,28 @@ def _levels(kernel, n_segments, step, max_segments, rtol, log_rtol, tol, max_ite
     base_metric, factor, metric = np.empty((dim, dim)), np.empty((dim, dim)), np.empty((dim, dim))
     value, error = np.empty(dim + 1), np.full(dim + 1, np.inf)
     row, previous = np.empty((3, dim + 1)), np.empty((3, dim + 1))
-    curve = np.empty((n_segments + 1, dim))
+    curve, origin, centroid = np.empty((n_segments + 1, dim)), np.zeros(dim), np.zeros(dim)
     for node in range(n_segments + 1):
-        curve[node] = (node * (1.0 / n_segments) if node < n_segments else 1.0) * step  # numpy.linspace(0, 1)
-    centroid = np.zeros(dim)
-    for node in range(n_segments + 1):
-        centroid += curve[node]
-    if not (_metric_at(kernel, np.zeros(dim), work, base_metric) and _metric_at(kernel, centroid / (n_segments + 1), work, factor)):
+        t = node * (1.0 / n_segments) if node < n_segments else 1.0  # numpy.linspace(0, 1)
+        for i in range(dim):
+            curve[node, i] = t * step[i]
+            centroid[i] += curve[node, i]
+    for i in range(dim):
+        centroid[i] /= n_segments + 1
+    if not (_metric_at(kernel, origin, work, base_metric) and _metric_at(kernel, centroid, work, factor)):
         return FAILED, value, 0.0, 0.0, curve, 0, False
     if not cholesky(factor, 0.0):
         return FAILED, value, 0.0, 0.0, curve, 0, False
     for i in range(dim):
         for j in range(i + 1, dim):
             factor[i, j] = 0.0
-    inverse_factor = np.zeros((dim, dim))  # L^{-1}, column by column
+    inverse_factor = np.empty((dim, dim))  # L^{-1}, column by column
     for column in range(dim):
-        inverse_factor[column, column] = 1.0
-        forward_substitution(factor, inverse_factor[:, column])
+        for i in range(dim):
+            origin[i] = 1.0 if i == column else 0.0
+        forward_substitution(factor, origin)
+        for i in range(dim):
+            inverse_factor[i, column] = origin[i]
     offset, level, optimized, previous_gap, unresolved = 0, 0, True, 0.0, 0.0
     while True:
         if level >= n_levels:
@@ -382,8 +425,12 @@ def _levels(kernel, n_segments, step, max_segments, rtol, log_rtol, tol, max_ite
         preconditioner = laplacians[offset : offset + size].reshape(n_segments - 1, n_segments - 1)
         inverse_preconditioner = laplacians[offset + size : offset + 2 * size].reshape(n_segments - 1, n_segments - 1)
         offset += 2 * size
-        straight = step @ factor
-        normalizer = np.sum(straight**2)
+        normalizer = 0.0  # |L^T step|^2
+        for k in range(dim):
+            straight = 0.0
+            for j in range(k, dim):
+                straight += step[j] * factor[j, k]
+            normalizer += straight**2
         chart = (curve, math.sqrt(normalizer) / math.sqrt(2.0 * n_segments * 1.0), normalizer, factor, inverse_factor,
                  preconditioner, inverse_preconditioner)
         level_tol = tol * (COARSE_TOL_FACTOR if level == 0 else 1.0)
@@ -393,15 +440,18 @@ def _levels(kernel, n_segments, step, max_segments, rtol, log_rtol, tol, max_ite
         level_iters[level] = n_iter
         optimized &= norm <= STALL_FACTOR * level_tol
         energy = scaled_energy * normalizer
-        minimized = state[0].copy()
+        minimized = np.empty_like(curve)
+        _assign(minimized, state[0], 1.0)
         if not _measure(kernel, minimized, energy, base_metric, work, terms, row[0]):
             return FAILED, value, 0.0, 0.0, curve, n_segments, optimized
         for j in range(1, min(level, 2) + 1):
-            row[j] = row[j - 1] + (row[j - 1] - previous[j - 1]) / (4.0**j - 1.0)
+            for i in range(dim + 1):
+                row[j, i] = row[j - 1, i] + (row[j - 1, i] - previous[j - 1, i]) / (4.0**j - 1.0)
         last = min(level, 2)
-        value[:] = row[last]
+        _assign(value, row[last], 1.0)
         if level:
-            error[:] = ERROR_SAFETY * (row[last] - row[last - 1])
+            for i in range(dim + 1):
+                error[i] = ERROR_SAFETY * (row[last, i] - row[last - 1, i])
             trapezoid = _trapezoid_energy(kernel, minimized, work, metric)
             if not math.isfinite(trapezoid):
                 return FAILED, value, 0.0, 0.0, curve, n_segments, optimized
@@ -412,12 +462,13 @@ def _levels(kernel, n_segments, step, max_segments, rtol, log_rtol, tol, max_ite
         dist_error, log_error = _estimates(value, error, unresolved, base_metric)
         if 2 * n_segments > max_segments or (level >= 2 and dist_error <= rtol and log_error <= log_rtol):
             return OK, value, dist_error, log_error, curve, n_segments, optimized
-        previous[:] = row
+        _assign(previous, row, 1.0)
         fine = np.empty((2 * n_segments + 1, dim))  # refine: insert the midpoints
         for node in range(n_segments + 1):
-            fine[2 * node] = curve[node]
-        for node in range(n_segments):
-            fine[2 * node + 1] = 0.5 * (curve[node + 1] + curve[node])
+            for i in range(dim):
+                fine[2 * node, i] = curve[node, i]
+                if node < n_segments:
+                    fine[2 * node + 1, i] = 0.5 * (curve[node + 1, i] + curve[node, i])
         curve, n_segments, level = fine, 2 * n_segments, level + 1
 
 
@@ -438,22 +489,36 @@ def rbf_log_pairs(kernel, point, base_point, n_segments, max_segments, rtol, log
     level_iters, status = np.zeros((n_pairs, n_levels), dtype=np.int64), np.zeros(n_pairs, dtype=np.int64)
     curves = [np.empty((0, dim)) for _ in range(n_pairs)]
     work, metric = rbf_work_space(kernel), np.empty((dim, dim))
+    step, midpoint, centers = np.empty(dim), np.empty(dim), np.empty_like(kernel.centers)
     for p in range(n_pairs):
-        x, y = base_point[p], point[p]
-        step = y - x
-        scale = 1.0 + max(np.abs(y).max(), np.abs(x).max())
-        if not np.abs(step).max() > UNRESOLVED * scale:  # straight: round-off hides the geometry
-            if not _metric_at(kernel, 0.5 * (y + x), work, metric):
+        largest, span = 0.0, 0.0
+        for i in range(dim):
+            step[i], midpoint[i] = point[p, i] - base_point[p, i], 0.5 * (point[p, i] + base_point[p, i])
+            largest, span = max(largest, abs(point[p, i]), abs(base_point[p, i])), max(span, abs(step[i]))
+        curve = np.empty((2, dim))
+        if not span > UNRESOLVED * (1.0 + largest):  # straight: round-off hides the geometry
+            if not _metric_at(kernel, midpoint, work, metric):
                 status[p] = FAILED
                 continue
-            velocity[p], length[p] = step, math.sqrt(step @ (metric @ step))
-            curve = np.empty((2, dim))
-            curve[0], curve[1] = x, y
+            length[p] = 0.0
+            for i in range(dim):
+                velocity[p, i], curve[0, i], curve[1, i] = step[i], base_point[p, i], point[p, i]
+                for j in range(dim):
+                    length[p] += step[i] * metric[i, j] * step[j]
+            length[p] = math.sqrt(length[p])
             curves[p] = curve
             continue
-        shifted = RBFKernel(kernel.centers - x, kernel.metrics, kernel.proximity, kernel.sigma, kernel.own_proximity)
+        for r in range(len(centers)):  # coordinates relative to the base point
+            for i in range(dim):
+                centers[r, i] = kernel.centers[r, i] - base_point[p, i]
+        shifted = RBFKernel(centers, kernel.metrics, kernel.proximity, kernel.sigma, kernel.own_proximity)
         status[p], value, dist_error[p], log_error[p], curve, segments[p], optimized[p] = _levels(
             shifted, n_segments, step, max_segments, rtol, log_rtol, tol, max_iter, laplacians, n_levels, level_iters[p]
         )
-        velocity[p], length[p], curves[p] = value[1:], value[0], curve + x
+        length[p] = value[0]
+        for i in range(dim):
+            velocity[p, i] = value[1 + i]
+            for node in range(len(curve)):
+                curve[node, i] += base_point[p, i]
+        curves[p] = curve
     return velocity, length, dist_error, log_error, segments, optimized, curves, level_iters, status
