@@ -5,7 +5,7 @@ import pytest
 
 from riemlocal import LearnedMetricManifold, RBFLocalField, SmoothLocalField
 from riemlocal.fields import ConstantField
-from riemlocal.fields.kernels import rbf_acceleration, rbf_weights, rbf_work_space
+from riemlocal.fields.kernels import COMPILED_MAX_WORK, compiled_kernel, rbf_acceleration, rbf_weights, rbf_work_space
 from riemlocal.numerics import ODEExpSolver, integrate_geodesic
 
 
@@ -41,7 +41,18 @@ def test_point_kernels_equal_numpy(dim):
             assert relative(weights, field.weights(x)) < 1e-12
             out = np.empty(dim)
             assert rbf_acceleration(kernel, x, v, out, work)
-            assert relative(out, field.geodesic_acceleration(v, x)) < 1e-12
+            assert relative(out, field._acceleration(v[None], x[None])[0]) < 1e-12
+
+
+@pytest.mark.parametrize("dim", [1, 2, 5])
+def test_batched_kernels_equal_numpy(dim):
+    """The public acceleration and its derivative run compiled; the numpy methods stay as the reference."""
+    rng = np.random.default_rng(20 + dim)
+    x, v, dx, dv = rng.normal(size=(4, 7, dim))
+    for field in rbf_fields(dim, seed=dim):
+        assert relative(field.geodesic_acceleration(v, x), field._acceleration(v, x)) < 1e-12
+        compiled = field.acceleration_derivative(v, x, dx, dv)
+        assert relative(compiled, field._acceleration_derivative(x, v, dx, dv)) < 1e-12
 
 
 @pytest.mark.parametrize("dim", [1, 2, 4])
@@ -64,6 +75,9 @@ def test_solver_and_manifold_option():
     with pytest.raises(TypeError, match="compiled must be a bool"):
         ODEExpSolver(field, compiled="yes")
     assert ConstantField(np.eye(2)).kernel is None  # fields without a kernel take the numpy path
+    work = field.kernel.metrics.size  # R dim^2 per point
+    assert compiled_kernel(field, COMPILED_MAX_WORK // work) is not None
+    assert compiled_kernel(field, COMPILED_MAX_WORK // work + 1) is None  # large batches: numpy's BLAS
 
 
 def test_overflow_falls_back_to_the_numpy_path():

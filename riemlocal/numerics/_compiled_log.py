@@ -29,13 +29,13 @@ from numba import njit
 from ..fields.kernels import (
     RBFKernel,
     back_substitution,
-    cholesky,
+    cholesky_factor,
     cholesky_solve,
     forward_substitution,
     rbf_energy_terms,
     rbf_metric,
     rbf_weights,
-    rbf_work_space,
+    rbf_work_space_compiled,
 )
 from ..utils.optimize import ARMIJO, MAX_BACKTRACKS, MAX_STALLS, ROUND_OFF
 from ._energy import laplacian_inverse_sqrt
@@ -78,7 +78,7 @@ def block_tridiagonal_solve(diagonal, upper, rhs, factor, coupling):
                     for m in range(dim):
                         total -= coupling[k - 1, i, m] * coupling[k - 1, j, m]
                 factor[k, i, j] = total
-        if not cholesky(factor[k], 0.0):
+        if not cholesky_factor(factor[k], 0.0):
             return False
         if k < n - 1:
             for c in range(dim):
@@ -390,7 +390,7 @@ def _levels(kernel, n_segments, step, max_segments, rtol, log_rtol, tol, max_ite
     tolerance; iterations per level into ``level_iters``.
     """
     dim = len(step)
-    work = rbf_work_space(kernel)
+    work = rbf_work_space_compiled(kernel)
     terms = (np.empty(dim), np.empty(dim), np.empty((dim, dim)), np.empty((dim, dim)), np.empty((dim, dim)))
     base_metric, factor, metric = np.empty((dim, dim)), np.empty((dim, dim)), np.empty((dim, dim))
     value, error = np.empty(dim + 1), np.full(dim + 1, np.inf)
@@ -405,7 +405,7 @@ def _levels(kernel, n_segments, step, max_segments, rtol, log_rtol, tol, max_ite
         centroid[i] /= n_segments + 1
     if not (_metric_at(kernel, origin, work, base_metric) and _metric_at(kernel, centroid, work, factor)):
         return FAILED, value, 0.0, 0.0, curve, 0, False
-    if not cholesky(factor, 0.0):
+    if not cholesky_factor(factor, 0.0):
         return FAILED, value, 0.0, 0.0, curve, 0, False
     for i in range(dim):
         for j in range(i + 1, dim):
@@ -488,7 +488,7 @@ def rbf_log_pairs(kernel, point, base_point, n_segments, max_segments, rtol, log
     segments, optimized = np.ones(n_pairs, dtype=np.int64), np.ones(n_pairs, dtype=np.bool_)
     level_iters, status = np.zeros((n_pairs, n_levels), dtype=np.int64), np.zeros(n_pairs, dtype=np.int64)
     curves = [np.empty((0, dim)) for _ in range(n_pairs)]
-    work, metric = rbf_work_space(kernel), np.empty((dim, dim))
+    work, metric = rbf_work_space_compiled(kernel), np.empty((dim, dim))
     step, midpoint, centers = np.empty(dim), np.empty(dim), np.empty_like(kernel.centers)
     for p in range(n_pairs):
         largest, span = 0.0, 0.0

@@ -22,7 +22,7 @@ import numpy as np
 from joblib import effective_n_jobs
 from sklearn.exceptions import ConvergenceWarning
 
-from ..fields.kernels import rbf_work_space
+from ..fields.kernels import compiled_kernel, rbf_work_space
 from ..utils.arrays import unique_rows
 from ..utils.parallel import parallel_map
 from ..utils.validation import broadcast_flat, check_bool, check_int, check_n_jobs, check_option, check_positive
@@ -57,7 +57,8 @@ def integrate_geodesic(field, tangent_vec, base_point, t_eval=(1.0,), rtol=1e-9,
     rtol, atol : float
         Tolerances of the Dormand--Prince 5(4) integrator, per geodesic.
     compiled : bool, default=True
-        Use the field's compiled kernel when it has one (``False``: the numpy path).
+        Use the field's compiled kernel when it has one and the batch is small
+        enough for it to be faster (``False``: always the numpy path).
 
     Returns
     -------
@@ -66,7 +67,7 @@ def integrate_geodesic(field, tangent_vec, base_point, t_eval=(1.0,), rtol=1e-9,
     batch, dim = base_point.shape
     times, position = np.unique(np.asarray(t_eval, dtype=float), return_inverse=True)
     initial = np.concatenate([base_point, tangent_vec], axis=1)
-    kernel = field.kernel if compiled else None
+    kernel = compiled_kernel(field, batch) if compiled else None
     if kernel is not None:
         states, status = rbf_dormand_prince((kernel, rbf_work_space(kernel)), initial, times, rtol, atol, max_step)
         if status == 0:
@@ -134,7 +135,9 @@ class ODEExpSolver:
         Progress bar over chunks.
     compiled : bool, default=True
         Integrate in compiled code when the field has a kernel (:attr:`MetricField.kernel`,
-        the RBF fields); ``False`` takes the numpy path (the same curves to rounding).
+        the RBF fields) and the chunk is small enough for it to be faster
+        (:func:`~riemlocal.fields.kernels.compiled_kernel`); ``False`` takes the numpy path
+        (the same curves to rounding).
     """
 
     solves_ivp = True  # geomstats: geodesic_ivp is available
