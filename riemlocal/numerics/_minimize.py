@@ -35,8 +35,8 @@ __all__ = [
 
 METHODS = ("auto", "newton", "lbfgs")  #: energy minimizers
 NEWTON_MAX_DIM = 8  # "auto" takes Newton up to this dimension (above, L-BFGS is faster on batches: benchmarks/bench_geodesics.py)
-COMPILED_NEWTON_MAX_DIM = 12  # ... compiled (a field kernel, one pair at a time): Newton beats batched numpy L-BFGS on
-# batches of 16 up to dim = 12 (17 vs 25 ms), not from 14 on (21 vs 18 ms): R = 10, bench_vs_geomstats.py's field
+COMPILED_NEWTON_MAX_DIM = 14  # ... compiled (a field kernel, one pair at a time): Newton beats batched numpy L-BFGS on
+# batches of 16 up to dim = 14 (17 vs 21-26 ms), not at 16 or 20 (58 vs 30 ms): R = 10, bench_geodesics.random_field
 NEWTON_MAX_WORK = 20**3  # ... and for problems * dim^3 up to this: a few problems pay per-iteration overhead, not O(dim^3)
 ERROR_SAFETY = 2.0  # error estimates are this multiple of the last Romberg correction (extrapolate_levels)
 RESOLVED_RATIO = 3.0  # the quadrature gap falls by 4 per level where the metric is resolved, by 2 where it is not
@@ -50,7 +50,7 @@ def resolve_method(method, dim, free_start=False, n_problems=None, compiled=Fals
     """``"newton"`` or ``"lbfgs"`` for ``method`` in :data:`METHODS`.
 
     ``"auto"`` takes Newton (fixed first nodes only) up to ``dim = 8``
-    (``COMPILED_NEWTON_MAX_DIM = 12`` when ``compiled``: the compiled Log of
+    (``COMPILED_NEWTON_MAX_DIM = 14`` when ``compiled``: the compiled Log of
     the RBF fields), and for ``n_problems * dim**3 <= NEWTON_MAX_WORK`` (one
     pair up to ``dim = 20``): Newton converges in about three energy
     evaluations per level where L-BFGS needs eight or more, which decides small batches.

@@ -256,7 +256,7 @@ class EnergyLogSolver:
     method : {"auto", "newton", "lbfgs"}, default="auto"
         Newton's method on the block-tridiagonal energy Hessian (:math:`O(N D^3)`
         per step) or L-BFGS (:math:`O(N D^2)`); ``"auto"`` takes Newton up to ``dim = 8``,
-        up to ``dim = 12`` in compiled code (:func:`~riemlocal.numerics.resolve_method`).
+        up to ``dim = 14`` in compiled code (:func:`~riemlocal.numerics.resolve_method`).
     chunk_size : int, default=64
         Pairs solved jointly in one vectorized problem.
     n_jobs : int, default=None
