@@ -355,6 +355,12 @@ def extrapolate_levels(field, curves, measure, accept, max_segments, *, weights=
     Returns
     -------
     Extrapolation
+
+    Notes
+    -----
+    Mirrored in compiled code, with ``_Chart`` and Newton's method, by
+    ``riemlocal.numerics._compiled_log`` (the Log of the RBF fields):
+    keep both in step (``tests/test_compiled_log.py`` compares them).
     """
     n_problems, n_curves = curves.shape[:2]
     weights = np.full((n_problems, n_curves), 1.0 / n_curves) if weights is None else np.asarray(weights, dtype=float)

@@ -379,7 +379,11 @@ class EnergyLogSolver:
         return tuple(outputs)
 
     def _solve_numpy(self, point, base_point, log_rtol):
-        """Solve pairs ``(n, dim)``; pairs closer than round-off resolves (``UNRESOLVED``) are straight segments."""
+        """Solve pairs ``(n, dim)``; pairs closer than round-off resolves (``UNRESOLVED``) are straight segments.
+
+        :func:`~riemlocal.numerics.rbf_log_pairs` mirrors this (with Newton) in compiled code:
+        a change here needs the same change there (``tests/test_compiled_log.py`` compares both).
+        """
         n_pairs = len(point)
         step, midpoint = point - base_point, 0.5 * (point + base_point)
         scale = 1.0 + np.maximum(np.abs(point), np.abs(base_point)).max(axis=1)

@@ -18,6 +18,9 @@ gradient's word (approximate Wolfe conditions). A problem that improves
 neither its value nor its smallest gradient norm for ``MAX_STALLS``
 iterations in a row, or for which no step passes the line search, stops early
 (the returned gradient norm tells how far it got).
+
+The Newton driver and line search are mirrored, for one problem, in the
+compiled Log of :mod:`riemlocal.numerics` (``_compiled_log._newton``): keep both in step.
 """
 
 import numpy as np
