@@ -308,6 +308,12 @@ def test_auto_takes_newton_for_few_problems_and_both_minimizers_agree():
     assert resolve_method("auto", 20, n_problems=16) == "lbfgs"
     assert resolve_method("auto", 20, free_start=True, n_problems=1) == "lbfgs"
     assert resolve_method("auto", 4, n_problems=1000) == "newton"
+    assert resolve_method("auto", 10, n_problems=256, compiled=True) == "newton"
+    assert resolve_method("auto", 10, n_problems=256, compiled=True, lengths_only=True) == "lbfgs"  # node chart
+    assert resolve_method("auto", 5, n_problems=256, compiled=True, lengths_only=True) == "newton"
+    assert resolve_method("auto", 10, n_problems=1, compiled=True, lengths_only=True) == "newton"
+    assert resolve_method("auto", 14, n_problems=1000, compiled=True) == "newton"  # compiled Newton: up to dim 14
+    assert resolve_method("auto", 14, n_problems=1000) == resolve_method("auto", 15, n_problems=16, compiled=True) == "lbfgs"
     field, rng = random_field(12, seed=4)
     x, y = 0.5 * rng.normal(size=(2, 12))
     newton = EnergyLogSolver(field, method="newton").solve(y, x)
@@ -407,13 +413,13 @@ def test_distances_take_the_node_chart_and_equal_the_plain_solves():
         charts.append(chart.sampled_inverses is not None)
         return chart
 
-    solver = EnergyLogSolver(field, chunk_size=40)
+    solver = EnergyLogSolver(field, chunk_size=40, method="lbfgs")  # the node chart is L-BFGS's
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(_minimize, "_Chart", recording)
         dist = solver.dist(x, y)
     assert charts and all(charts)
     assert np.all(solver.last_result_.converged)
-    length = EnergyLogSolver(field, chunk_size=40).solve(y, x).length  # a Log: one chart per problem
+    length = EnergyLogSolver(field, chunk_size=40, method="lbfgs").solve(y, x).length  # a Log: one chart per problem
     assert_allclose(dist, length, rtol=1e-9)
 
 

@@ -24,7 +24,7 @@ from collections import namedtuple
 import numpy as np
 from numba import njit
 
-__all__ = ["COMPILED_MAX_WORK", "compiled_kernel", "RBFKernel", "rbf_weights", "rbf_metric", "rbf_acceleration", "rbf_acceleration_derivative", "rbf_geodesic_rhs", "rbf_work_space", "rbf_accelerations", "rbf_acceleration_derivatives", "cholesky_factor", "factored_solve", "cholesky_solve"]
+__all__ = ["COMPILED_MAX_WORK", "compiled_kernel", "RBFKernel", "rbf_weights", "rbf_metric", "rbf_acceleration", "rbf_acceleration_derivative", "rbf_geodesic_rhs", "rbf_work_space", "rbf_accelerations", "rbf_acceleration_derivatives", "rbf_energy_terms", "cholesky_factor", "forward_substitution", "back_substitution", "factored_solve", "cholesky_solve"]
 
 #: the compiled kernels are used for ``n_points * R * dim**2`` up to this; above, numpy's batched
 #: BLAS products are faster (Exp, R = 10: compiled 4x faster for one geodesic at dim = 50, numpy
@@ -94,10 +94,11 @@ def rbf_metric(kernel, weights, metric):
 
 
 @njit(cache=True)
-def cholesky_factor(matrix):
+def cholesky_factor(matrix, relative_pivot=1e-12):
     """Cholesky factor :math:`L` in the lower triangle of ``matrix``, in place; False if not positive definite.
 
-    A pivot at most ``1e-12`` times the largest diagonal entry counts as not positive definite.
+    A pivot at most ``relative_pivot`` times the largest diagonal entry counts
+    as not positive definite (0: LAPACK's test, a pivot that is not > 0).
     """
     dim = len(matrix)
     largest = 0.0
@@ -107,7 +108,7 @@ def cholesky_factor(matrix):
         pivot = matrix[j, j]
         for k in range(j):
             pivot -= matrix[j, k] * matrix[j, k]
-        if not pivot > 1e-12 * largest:
+        if not pivot > relative_pivot * largest:
             return False
         pivot = math.sqrt(pivot)
         matrix[j, j] = pivot
@@ -120,19 +121,30 @@ def cholesky_factor(matrix):
 
 
 @njit(cache=True)
-def factored_solve(factor, vector):
-    """Solve :math:`L L^T x = b` in place of ``vector`` for the factor of :func:`cholesky_factor`."""
-    dim = len(vector)
-    for i in range(dim):  # L y = b
+def forward_substitution(factor, vector):
+    """Solve :math:`L y = b` in place of ``vector`` for the lower triangle :math:`L` of ``factor``."""
+    for i in range(len(vector)):
         total = vector[i]
         for k in range(i):
             total -= factor[i, k] * vector[k]
         vector[i] = total / factor[i, i]
-    for i in range(dim - 1, -1, -1):  # L^T x = y
+
+
+@njit(cache=True)
+def back_substitution(factor, vector):
+    """Solve :math:`L^T x = y` in place of ``vector`` for the lower triangle :math:`L` of ``factor``."""
+    for i in range(len(vector) - 1, -1, -1):
         total = vector[i]
-        for k in range(i + 1, dim):
+        for k in range(i + 1, len(vector)):
             total -= factor[k, i] * vector[k]
         vector[i] = total / factor[i, i]
+
+
+@njit(cache=True)
+def factored_solve(factor, vector):
+    """Solve :math:`L L^T x = b` in place of ``vector`` for the factor of :func:`cholesky_factor`."""
+    forward_substitution(factor, vector)
+    back_substitution(factor, vector)
 
 
 @njit(cache=True)
@@ -141,6 +153,80 @@ def cholesky_solve(matrix, vector):
     if not cholesky_factor(matrix):
         return False
     factored_solve(matrix, vector)
+    return True
+
+
+@njit(cache=True)
+def rbf_energy_terms(kernel, x, v, work, metric_v, gradient, hessian_x, mixed, hessian_v, hessian):
+    r"""Derivatives of :math:`f = v^T M(x) v` at one point (:meth:`RBFLocalField._energy_terms`); False on failure.
+
+    :math:`M v` into ``metric_v`` and :math:`\nabla_x f = -\tfrac{2}{\sigma} \sum_r \tilde q_r h_r` into
+    ``gradient`` ``(dim,)``; with ``hessian``, the blocks :math:`C = \nabla_x^2 f`,
+    :math:`K = \nabla_x \nabla_v f` and :math:`A = \nabla_v^2 f = 2 M(x)` into the ``(dim, dim)`` arrays
+    ``hessian_x``, ``mixed`` and ``hessian_v``:
+    :math:`C = \tfrac{4}{\sigma^2} \sum_r \tilde q_r \bar h_r \bar h_r^T - \tfrac{2}{\sigma} \sum_r \tilde q_r P_r`
+    (the last sum only for ``own_proximity``), :math:`K = -\tfrac{4}{\sigma} \sum_r w_r \bar h_r (M_r v)^T`,
+    with :math:`\bar h_r = h_r - \sum_s w_s h_s` and :math:`\tilde q_r = w_r (q_r - \bar q)`, :math:`q_r = v^T M_r v`.
+    ``work`` is :func:`rbf_work_space` (``half_grad`` is centered in place).
+    """
+    weights, half_grad, local, quadratics = work[0], work[1], work[2], work[3]
+    if not rbf_weights(kernel, x, weights, half_grad):
+        return False
+    metrics, sigma = kernel.metrics, kernel.sigma
+    n_centers, dim = kernel.centers.shape
+    mean_q = 0.0
+    for r in range(n_centers):
+        q = 0.0
+        for i in range(dim):
+            total = 0.0
+            for j in range(dim):
+                total += metrics[r, i, j] * v[j]
+            local[r, i] = total
+            q += total * v[i]
+        quadratics[0, r] = q
+        mean_q += weights[r] * q
+    for i in range(dim):
+        metric_v[i], gradient[i] = 0.0, 0.0
+    for r in range(n_centers):
+        weight = weights[r]
+        spread = weight * (quadratics[0, r] - mean_q)
+        quadratics[1, r] = spread
+        for i in range(dim):
+            metric_v[i] += weight * local[r, i]
+            gradient[i] += spread * half_grad[r, i]
+    for i in range(dim):
+        gradient[i] *= -2.0 / sigma
+    if not hessian:
+        return True
+    for i in range(dim):
+        mean_h = 0.0
+        for r in range(n_centers):
+            mean_h += weights[r] * half_grad[r, i]
+        for r in range(n_centers):
+            half_grad[r, i] -= mean_h
+    for i in range(dim):
+        for j in range(dim):
+            hessian_x[i, j], mixed[i, j], hessian_v[i, j] = 0.0, 0.0, 0.0
+    own = kernel.own_proximity
+    for r in range(n_centers):
+        weight, spread = weights[r], quadratics[1, r]
+        for i in range(dim):
+            spread_h, weight_h = spread * half_grad[r, i], weight * half_grad[r, i]
+            for j in range(i + 1):
+                hessian_x[i, j] += spread_h * half_grad[r, j]
+            for j in range(dim):
+                mixed[i, j] += weight_h * local[r, j]
+                hessian_v[i, j] += weight * metrics[r, i, j]
+            if own:
+                for j in range(i + 1):  # the P_r term, scaled by sigma^2 / 4 as the sum
+                    hessian_x[i, j] -= (sigma / 2.0) * spread * metrics[r, i, j]
+    for i in range(dim):
+        for j in range(i + 1):
+            hessian_x[i, j] *= 4.0 / sigma**2
+            hessian_x[j, i] = hessian_x[i, j]
+        for j in range(dim):
+            mixed[i, j] *= -4.0 / sigma
+            hessian_v[i, j] *= 2.0
     return True
 
 

@@ -1,5 +1,6 @@
 """Geodesic numerics: the discrete curve energy, the energy-minimization core and the Exp/Log solver objects."""
 
+from ._compiled_log import block_tridiagonal_solve, rbf_log_pairs
 from ._energy import (
     curve_energy,
     initial_velocity,
@@ -8,6 +9,8 @@ from ._energy import (
     trapezoid_energy,
 )
 from ._minimize import (
+    COMPILED_NEWTON_MAX_DIM,
+    LENGTHS_NEWTON_MAX_DIM,
     METHODS,
     NEWTON_MAX_DIM,
     NEWTON_MAX_WORK,
@@ -38,6 +41,8 @@ __all__ = [
     "refine",
     "trapezoid_energy",
     "METHODS",
+    "COMPILED_NEWTON_MAX_DIM",
+    "LENGTHS_NEWTON_MAX_DIM",
     "NEWTON_MAX_DIM",
     "NEWTON_MAX_WORK",
     "NODE_CHART_MAX_DIM",
@@ -49,6 +54,8 @@ __all__ = [
     "resolve_method",
     "dormand_prince",
     "rbf_dormand_prince",
+    "block_tridiagonal_solve",
+    "rbf_log_pairs",
     "CHUNK_SIZE",
     "EXP_ATOL_FACTOR",
     "RTOL",

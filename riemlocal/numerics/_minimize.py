@@ -29,12 +29,18 @@ __all__ = [
     "minimize_curve_energy",
     "extrapolate_levels",
     "resolve_method",
+    "COMPILED_NEWTON_MAX_DIM",
+    "LENGTHS_NEWTON_MAX_DIM",
     "NEWTON_MAX_WORK",
     "NODE_CHART_MAX_DIM",
 ]
 
 METHODS = ("auto", "newton", "lbfgs")  #: energy minimizers
 NEWTON_MAX_DIM = 8  # "auto" takes Newton up to this dimension (above, L-BFGS is faster on batches: benchmarks/bench_geodesics.py)
+COMPILED_NEWTON_MAX_DIM = 14  # ... compiled (a field kernel, one pair at a time): Newton beats batched numpy L-BFGS on
+# batches of 16 up to dim = 14 (17 vs 21-26 ms), not at 16 or 20 (58 vs 30 ms): R = 10, bench_geodesics.random_field
+LENGTHS_NEWTON_MAX_DIM = 7  # ... for lengths alone, either way: batched L-BFGS in the node chart is faster above (256 pairs,
+# ms per pair, compiled Newton vs L-BFGS: 0.23 vs 0.27 at dim = 5, 0.34 vs 0.26 at 8, 0.48 vs 0.40 at 10, 0.80 vs 0.45 at 14)
 NEWTON_MAX_WORK = 20**3  # ... and for problems * dim^3 up to this: a few problems pay per-iteration overhead, not O(dim^3)
 NODE_CHART_MAX_DIM = 20  # lengths take the node chart up to this dimension (256 pairs: 0.83x the time at D = 10 and 20, 1.05x at 30)
 CHART_SAMPLES = 2  # the node chart factors the metric at this many + 1 nodes of each curve (8: as many iterations, 1.1x the time; 1: 1.1-1.3x the iterations)
@@ -46,17 +52,21 @@ UNRESOLVED = 1e-8  #: curves this short (relative to their coordinates) stay str
 _DAMPING = 10.0 ** np.arange(-3, 5)  # Levenberg--Marquardt shifts tried where the energy Hessian is indefinite
 
 
-def resolve_method(method, dim, free_start=False, n_problems=None):
+def resolve_method(method, dim, free_start=False, n_problems=None, compiled=False, lengths_only=False):
     """``"newton"`` or ``"lbfgs"`` for ``method`` in :data:`METHODS`.
 
-    ``"auto"`` takes Newton (fixed first nodes only) up to ``dim = 8``, and
-    for ``n_problems * dim**3 <= NEWTON_MAX_WORK`` (one pair up to ``dim = 20``):
-    Newton converges in about three energy evaluations per level where
-    L-BFGS needs eight or more, which decides small batches.
+    ``"auto"`` takes Newton (fixed first nodes only) up to ``dim = 8``
+    (``COMPILED_NEWTON_MAX_DIM = 14`` when ``compiled``: the compiled Log of
+    the RBF fields; ``LENGTHS_NEWTON_MAX_DIM = 7`` for ``lengths_only``, where
+    L-BFGS runs in the node chart: :func:`extrapolate_levels`), and for
+    ``n_problems * dim**3 <= NEWTON_MAX_WORK`` (one
+    pair up to ``dim = 20``): Newton converges in about three energy
+    evaluations per level where L-BFGS needs eight or more, which decides small batches.
     """
     if check_option(method, "method", METHODS) == "auto":
         small = n_problems is not None and n_problems * dim**3 <= NEWTON_MAX_WORK
-        return "newton" if (dim <= NEWTON_MAX_DIM or small) and not free_start else "lbfgs"
+        largest = LENGTHS_NEWTON_MAX_DIM if lengths_only else (COMPILED_NEWTON_MAX_DIM if compiled else NEWTON_MAX_DIM)
+        return "newton" if (dim <= largest or small) and not free_start else "lbfgs"
     if method == "newton" and free_start:
         raise ValueError("method='newton' needs fixed first nodes (free_start=False); use 'lbfgs' or 'auto'")
     return method
@@ -399,6 +409,12 @@ def extrapolate_levels(
     Returns
     -------
     Extrapolation
+
+    Notes
+    -----
+    Mirrored in compiled code, with ``_Chart`` and Newton's method, by
+    ``riemlocal.numerics._compiled_log`` (the Log of the RBF fields):
+    keep both in step (``tests/test_compiled_log.py`` compares them).
     """
     n_problems, n_curves = curves.shape[:2]
     weights = np.full((n_problems, n_curves), 1.0 / n_curves) if weights is None else np.asarray(weights, dtype=float)
@@ -410,8 +426,9 @@ def extrapolate_levels(
     node_chart = lengths_only and curves.shape[-1] <= NODE_CHART_MAX_DIM
     while True:
         level_tol = tol * (COARSE_TOL_FACTOR if level == 0 else 1.0)
+        level_method = resolve_method(method, curves.shape[-1], free_start, len(rows), lengths_only=lengths_only)
         minimum = minimize_curve_energy(
-            field, curves, weights[rows], free_start, method, level_tol, max_iter, tuple(f[rows] for f in factors), node_chart
+            field, curves, weights[rows], free_start, level_method, level_tol, max_iter, tuple(f[rows] for f in factors), node_chart
         )
         n_iter += minimum.n_iter
         optimized[rows] &= minimum.gradient_norm <= STALL_FACTOR * level_tol

@@ -26,8 +26,9 @@ from ..fields.kernels import compiled_kernel, rbf_work_space
 from ..utils.arrays import unique_rows
 from ..utils.parallel import parallel_map
 from ..utils.validation import broadcast_flat, check_bool, check_int, check_n_jobs, check_option, check_positive
+from ._compiled_log import FAILED, NEEDS_LEVEL, laplacian_levels, rbf_log_pairs
 from ._energy import initial_velocity
-from ._minimize import METHODS, UNRESOLVED, extrapolate_levels
+from ._minimize import METHODS, UNRESOLVED, extrapolate_levels, resolve_method
 from ._runge_kutta import dormand_prince, rbf_dormand_prince
 
 __all__ = ["CHUNK_SIZE", "EXP_ATOL_FACTOR", "RTOL", "BoundaryValueResult", "EnergyLogSolver", "ODEExpSolver", "integrate_geodesic", "solve_boundary_value"]
@@ -94,6 +95,8 @@ def _distinct_pairs(x, y, symmetric):
     Returns the representatives' indices, the representative of every pair
     (``inverse``) and whether a pair is its representative reversed.
     """
+    if len(x) == 1:  # the common single Log: skip the sorting
+        return np.zeros(1, dtype=int), np.zeros(1, dtype=int), np.zeros(1, dtype=bool)
     ids = unique_rows(np.concatenate([x, y]))[1]
     a, b = ids[: len(x)], ids[len(x) :]
     reverse = (a > b) if symmetric else np.zeros(len(x), dtype=bool)
@@ -252,8 +255,9 @@ class EnergyLogSolver:
         Iterations per level.
     method : {"auto", "newton", "lbfgs"}, default="auto"
         Newton's method on the block-tridiagonal energy Hessian (:math:`O(N D^3)`
-        per step) or L-BFGS (:math:`O(N D^2)`); ``"auto"`` takes Newton up to ``dim = 8``.
-        Distances alone (:meth:`dist`) take fewer iterations
+        per step) or L-BFGS (:math:`O(N D^2)`); ``"auto"`` takes Newton up to ``dim = 8``,
+        up to ``dim = 14`` in compiled code (:func:`~riemlocal.numerics.resolve_method`).
+        Distances alone (:meth:`dist`) take fewer L-BFGS iterations
         (``lengths_only`` of :func:`~riemlocal.numerics.extrapolate_levels`).
     chunk_size : int, default=64
         Pairs solved jointly in one vectorized problem.
@@ -262,6 +266,11 @@ class EnergyLogSolver:
         is limited to one thread inside workers.
     verbose : bool, default=False
         Progress bar over chunks.
+    compiled : bool, default=True
+        With Newton's method, solve in compiled code when the field has a kernel
+        (:attr:`MetricField.kernel`, the RBF fields): the same algorithm one pair
+        after the other (:func:`~riemlocal.numerics.rbf_log_pairs`), the same results to rounding;
+        ``False`` takes the numpy path.
 
     Attributes
     ----------
@@ -282,14 +291,16 @@ class EnergyLogSolver:
         chunk_size=CHUNK_SIZE,
         n_jobs=None,
         verbose=False,
+        compiled=True,
     ):
         self.field = field
         self.n_segments, self.rtol, self.log_rtol, self.max_segments = n_segments, rtol, log_rtol, max_segments
         self.tol, self.max_iter, self.method = tol, max_iter, method
-        self.chunk_size, self.n_jobs, self.verbose = chunk_size, n_jobs, verbose
+        self.chunk_size, self.n_jobs, self.verbose, self.compiled = chunk_size, n_jobs, verbose, compiled
         self._check()
 
     def _check(self):
+        check_bool(self.compiled, "compiled")
         check_int(self.n_segments, "n_segments", minimum=2)
         check_int(self.max_segments, "max_segments", minimum=self.n_segments)
         check_positive(self.rtol, "rtol")
@@ -342,7 +353,41 @@ class EnergyLogSolver:
         return self.last_result_
 
     def _solve_chunk(self, point, base_point, log_rtol):
-        """Solve pairs ``(n, dim)``; pairs closer than round-off resolves (``UNRESOLVED``) are straight segments."""
+        """Solve pairs ``(n, dim)``: compiled (Newton, a field with a kernel) or by :meth:`_solve_numpy`."""
+        kernel = self.field.kernel if self.compiled else None
+        lengths_only = np.isinf(log_rtol)  # distances: L-BFGS in the node chart above LENGTHS_NEWTON_MAX_DIM
+        method = resolve_method(self.method, self.field.dim, n_problems=len(point), compiled=True, lengths_only=lengths_only)
+        if kernel is None or method != "newton":
+            return self._solve_numpy(point, base_point, log_rtol)
+        n_levels = (self.max_segments // self.n_segments).bit_length()  # levels up to max_segments
+        first_levels = min(n_levels, max(3, (128 // self.n_segments).bit_length()))  # up to 128 segments
+        options = (self.n_segments, self.max_segments, self.rtol, log_rtol, self.tol, self.max_iter)
+        *outputs, level_iters, status = rbf_log_pairs(
+            kernel, point, base_point, *options, laplacian_levels(self.n_segments, first_levels), first_levels
+        )
+        outputs[-1], iterations = _object_array(outputs[-1]), np.zeros((len(point), n_levels), dtype=int)
+        iterations[:, :first_levels] = level_iters
+        finer = np.flatnonzero(status == NEEDS_LEVEL)  # rare: pairs that need more than 128 segments
+        if len(finer):
+            *parts, iterations[finer], status[finer] = rbf_log_pairs(
+                kernel, point[finer], base_point[finer], *options, laplacian_levels(self.n_segments, n_levels), n_levels
+            )
+            for output, part in zip(outputs, parts):
+                output[finer] = _object_array(part) if isinstance(part, list) else part
+        outputs.append(np.full(len(point), iterations.max(axis=0).sum()))
+        failed = np.flatnonzero(status == FAILED)  # the kernel declined (overflow, not SPD): the numpy path explains
+        if len(failed):
+            for output, part in zip(outputs, self._solve_numpy(point[failed], base_point[failed], log_rtol)):
+                output[failed] = part
+            outputs[-1][:] = outputs[-1].max()
+        return tuple(outputs)
+
+    def _solve_numpy(self, point, base_point, log_rtol):
+        """Solve pairs ``(n, dim)``; pairs closer than round-off resolves (``UNRESOLVED``) are straight segments.
+
+        :func:`~riemlocal.numerics.rbf_log_pairs` mirrors this (with Newton) in compiled code:
+        a change here needs the same change there (``tests/test_compiled_log.py`` compares both).
+        """
         n_pairs = len(point)
         step, midpoint = point - base_point, 0.5 * (point + base_point)
         scale = 1.0 + np.maximum(np.abs(point), np.abs(base_point)).max(axis=1)
@@ -411,6 +456,14 @@ class EnergyLogSolver:
                     ConvergenceWarning,
                     stacklevel=3,
                 )
+
+
+def _object_array(items):
+    """A 1-D object array of ``items`` (arrays of any shapes)."""
+    out = np.empty(len(items), dtype=object)
+    for i, item in enumerate(items):
+        out[i] = item
+    return out
 
 
 def _relative(error, length):
