@@ -415,6 +415,9 @@ def extrapolate_levels(
     Mirrored in compiled code, with ``_Chart`` and Newton's method, by
     ``riemlocal.numerics._compiled_log`` (the Log of the RBF fields):
     keep both in step (``tests/test_compiled_log.py`` compares them).
+    ``lengths_only`` (cubic starts, node chart) is not mirrored: it serves
+    batched L-BFGS, and the compiled Newton takes lengths only up to
+    ``LENGTHS_NEWTON_MAX_DIM``, where it converges from midpoint starts in a few steps.
     """
     n_problems, n_curves = curves.shape[:2]
     weights = np.full((n_problems, n_curves), 1.0 / n_curves) if weights is None else np.asarray(weights, dtype=float)
