@@ -156,7 +156,7 @@ def cholesky_solve(matrix, vector):
     return True
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _local_products(kernel, v, weights, half_grad, local, quadratics):
     r""":math:`M_r v` into ``local``, :math:`q_r = v^T M_r v` and :math:`\nu_r = h_r \cdot v` into ``quadratics``; returns :math:`\bar q, \bar \nu`."""
     metrics = kernel.metrics
