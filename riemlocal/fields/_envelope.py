@@ -10,18 +10,57 @@ are those of the lower envelope of the :math:`R` parabolas on :math:`[0, 1]`.
 Instead of sorting all :math:`R(R-1)` pairwise crossings and looking each
 piece up again (Ramanan & Baker's :math:`O(R^3 K^2)` algorithm, Sec. II-E), the
 envelope is walked from :math:`\lambda = 0`: from the active parabola, jump to
-the first parabola that drops below it, :math:`O(R)` work per breakpoint after
-:math:`O(R K^2)` work per distinct point.
+the first parabola that drops below it, :math:`O(R)` work per breakpoint.
+
+With each center's own metric the curvatures :math:`a_r` cost :math:`O(K^2)`
+per pair and center, the bulk of the work. They are first estimated in
+float32 with a rigorous rounding-error bound, :math:`|\tilde a_r - a_r| \le \rho_r`;
+the parabolas bracketed by :math:`a_r \pm \rho_r` show which centers can never
+be active on :math:`[0, 1]` (:func:`_envelope_candidates`), and only the others
+get exact float64 curvatures. The cells and sums are those of the unpruned walk.
 """
+
+from collections import namedtuple
 
 import numpy as np
 
-from ..utils.arrays import TASK_ELEMENTS, unique_rows
+from ..utils.arrays import TASK_ELEMENTS, quadratic_forms, unique_rows
 
-__all__ = ["envelope_cells"]
+__all__ = ["EnvelopeArrays", "envelope_arrays", "envelope_cells"]
 
 _MAX_PAIRS = 4096  # pairs per block
 _WALK_ROWS = 512  # pairs walked together (their (pairs, R) arrays stay in cache)
+_UNIT32 = 2.0**-24  # unit roundoff of float32
+_TINY32 = 2.0**-126  # smallest normal float32: the most an operation loses to underflow
+_UNIT64 = 2.0**-53
+_MARGIN = 1.0 + 1e-6  # covers the float64 rounding of the bounds themselves
+
+EnvelopeArrays = namedtuple("EnvelopeArrays", ["packed", "scale", "spread", "rows", "cols", "float32_error", "float64_error"])
+EnvelopeArrays.__doc__ = r"""Per-field data of the float32 curvature bounds (own metrics).
+
+``packed`` ``(R, K(K+1)/2)`` float32: the upper triangles of :math:`P_r / \sigma_r`,
+off-diagonals doubled; ``scale`` the powers of two :math:`\sigma_r \ge \max |P_r|`
+(entries within [-1, 1], nothing overflows); ``spread`` :math:`\nu_r \ge \| |P_r| \|_2`
+(the largest absolute row sum); ``rows, cols`` the triangle's indices; the
+error factors of :func:`_parabolas`: a float32 norm :math:`y^T P_r y` is off by at most
+``float32_error`` :math:`\nu_r |y|^2` (:func:`_packed_norms`), float64 rounding
+by at most ``float64_error`` :math:`\nu_r (|x| + |y|)^2`.
+"""
+
+
+def envelope_arrays(field):
+    """The :class:`EnvelopeArrays` of a field with own metrics (read-only; fields cache them)."""
+    rows, cols = np.triu_indices(field.dim)
+    packed = field.metrics[:, rows, cols] * np.where(rows == cols, 1.0, 2.0)
+    scale = np.ldexp(1.0, np.frexp(np.max(np.abs(packed), axis=1))[1])
+    spread = _MARGIN * np.max(np.sum(np.abs(field.metrics), axis=2), axis=1)
+    size = len(rows)
+    float32_error = (size + 4) * _UNIT32 / (1.0 - (size + 4) * _UNIT32) + 32 * size * _TINY32
+    float64_error = 8 * (field.dim + 2) * _UNIT64  # (4K + 8) u, twice over (estimate and exact survivors)
+    packed = (packed / scale[:, None]).astype(np.float32)
+    for array in (packed, scale, spread, rows, cols):
+        array.flags.writeable = False
+    return EnvelopeArrays(packed, scale, spread, rows, cols, _MARGIN * float32_error, _MARGIN * float64_error)
 
 
 def envelope_cells(field, start, end):
@@ -64,61 +103,81 @@ def _blocks(x_index, max_pairs):
     return blocks
 
 
+_Context = namedtuple("_Context", ["field", "centers", "candidate_norms", "candidate_squares"])
+
+
 def _envelope_context(field, Y):
-    r"""Per-field and per-candidate data of the walk.
+    r"""Per-call data of the walk: the field, its centers relative to the mean center
+    (less cancellation) and, with own metrics, every candidate's :math:`y^T P_r y`
+    as float32 estimates (:func:`_packed_norms`) and :math:`|y|^2`."""
+    centers = field.centers - field._origin
+    if field.proximity is not None:
+        return _Context(field, centers, None, None)
+    arrays = field._envelope_arrays
+    shifted = Y - field._origin
+    step = max(1, TASK_ELEMENTS // len(arrays.rows))
+    norms = np.concatenate([_packed_norms(arrays, shifted[lo : lo + step]) for lo in range(0, len(Y), step)])
+    return _Context(field, centers, norms, np.einsum("pi,pi->p", shifted, shifted))
 
-    Coordinates are shifted to the mean center (less cancellation). With each
-    center's own metric as proximity (:math:`P_r = M_r`), every candidate gets
-    :math:`y^T P_r y` for all :math:`r`, its :math:`O(R K^2)` share, done once
-    per distinct point as one product with the packed upper triangles of the :math:`P_r`.
+
+def _packed_norms(arrays, points):
+    r""":math:`p^T P_r p` computed in float32, shape ``(n, R)`` (float64).
+
+    Rows are scaled by powers of two :math:`s \ge \max_i |p_i|`, so nothing overflows and
+    underflow loses at most :math:`2^{-126}` per operation. A dot product of :math:`n`
+    float32 terms (any order, with or without FMA), after 4 roundings of each
+    term's factors, is off by at most :math:`\gamma_{n+4} \sum |p_i p_j| |P_{ij}|
+    \le \gamma_{n+4} \nu_r |p|^2`, :math:`\gamma_m = m u / (1 - m u)`, :math:`u = 2^{-24}`;
+    underflow adds at most :math:`4 n 2^{-126} s^2 \sigma_r \le 32 n 2^{-126} \nu_r |p|^2`.
     """
-    origin = field.centers.mean(axis=0)
-    centers = field.centers - origin
-    if field.proximity is None:
-        projected_centers = np.einsum("rij,rj->ri", field.metrics, centers)  # P_r x_r
-        rows, cols = np.triu_indices(field.dim)
-        packed = field.metrics[:, rows, cols] * np.where(rows == cols, 1.0, 2.0)
-        shifted = Y - origin
-        step = max(1, TASK_ELEMENTS // len(rows))
-        candidate_norms = np.concatenate(
-            [_packed_norms(packed, shifted[lo : lo + step]) for lo in range(0, len(Y), step)]
-        )
-    else:
-        projected_centers, candidate_norms = centers @ field.proximity, None
-    return field, origin, centers, projected_centers, candidate_norms
-
-
-def _packed_norms(packed, points):
-    """:math:`p^T P_r p` from packed upper triangles (off-diagonals doubled), shape ``(n, R)``."""
-    rows, cols = np.triu_indices(points.shape[1])
-    return (points[:, rows] * points[:, cols]) @ packed.T
+    size = len(arrays.rows)
+    scale = np.ldexp(1.0, np.frexp(np.max(np.abs(points), axis=1, initial=0.0))[1])
+    scaled = (points / scale[:, None]).astype(np.float32)
+    products = np.empty((len(points), size), dtype=np.float32)  # p_i p_j, i <= j, row by row of the triangle
+    for i, lo in enumerate(np.r_[0, np.cumsum(np.arange(scaled.shape[1], 1, -1))]):
+        np.multiply(scaled[:, i:], scaled[:, i : i + 1], out=products[:, lo : lo + scaled.shape[1] - i])
+    return (products @ arrays.packed.T).astype(float) * (scale[:, None] ** 2 * arrays.scale)  # exact powers of two
 
 
 def _block_cells(context, X, Y, x_index, y_index):
     """Pieces ``pair, cell, span`` of one block of pairs (sorted by query); ``pair`` indexes the block."""
-    field = context[0]
+    field = context.field
     queries, local = np.unique(x_index, return_inverse=True)
-    coefficients = np.empty((3, len(x_index), field.n_centers))  # a_r, b_r, c_r per pair
+    coefficients = np.empty((4, len(x_index), field.n_centers))  # a_r, its error bound, b_r, c_r per pair
     step = max(1, TASK_ELEMENTS // (field.n_centers * field.dim))  # queries whose P_r x fit in memory
     for lo in range(0, len(queries), step):
         rows = slice(*np.searchsorted(local, [lo, lo + step]))
         coefficients[:, rows] = _parabolas(context, X[queries[lo : lo + step]], Y, local[rows] - lo, y_index[rows])
+    quadratic, error, linear, constant = coefficients
+    rows = np.arange(len(x_index))[:, None]
+    # prune in two passes on the bracketing parabolas: coarse on all centers, fine on the survivors
+    index, real = _compact(_envelope_candidates(np.maximum(quadratic - error, 0.0), quadratic + error, linear, constant))
+    quadratic, error, linear, constant = (part[rows, index] for part in (quadratic, error, linear, constant))
+    lower, upper = np.maximum(quadratic - error, 0.0), quadratic + error
+    fine, real = _compact(_envelope_candidates(lower, upper, linear, constant, n_pieces=16) & real)
+    index, quadratic, linear, constant = (part[rows, fine] for part in (index, quadratic, linear, constant))
+    if field.proximity is None:  # exact curvatures d^T P_r d of the survivors; padding copies the first
+        pair, slot = np.nonzero(real)
+        quadratic[pair, slot] = quadratic_forms(field.metrics, index[pair, slot], Y[y_index] - X[x_index], pair)
+        quadratic = np.where(real, quadratic, quadratic[:, :1])
     offsets = range(0, len(x_index), _WALK_ROWS)
-    walks = [_lower_envelope(*coefficients[:, lo : lo + _WALK_ROWS]) for lo in offsets]
+    walks = [_lower_envelope(*(part[lo : lo + _WALK_ROWS] for part in (quadratic, linear, constant))) for lo in offsets]
     pair = np.concatenate([walk[0] + lo for walk, lo in zip(walks, offsets)])
-    cell, span = (np.concatenate([walk[k] for walk in walks]) for k in (1, 2))
-    return pair, cell, span
+    cell = np.concatenate([walk[1] for walk in walks])
+    return pair, index[pair, cell], np.concatenate([walk[2] for walk in walks])
 
 
 def _parabolas(context, queries, Y, local, y_index):
-    r"""Coefficients :math:`a_r, b_r, c_r` of the pairs ``(queries[local], Y[y_index])``, each ``(n, R)``.
+    r"""Coefficients of the pairs ``(queries[local], Y[y_index])``: :math:`a_r`, a bound on its error, :math:`b_r, c_r`.
 
-    Per query: :math:`h_r = P_r (x - x_r)` and :math:`c_r = h_r^T (x - x_r)`
+    Each ``(n, R)``. Per query: :math:`h_r = P_r (x - x_r)` and :math:`c_r = h_r^T (x - x_r)`
     (reused by all its candidates); per pair :math:`b_r = 2 d^T h_r` and
-    :math:`a_r = y^T P_r y - 2 y^T P_r x + x^T P_r x` (own metrics) or :math:`d^T P d`.
+    :math:`a_r = y^T P_r y - 2 y^T P_r x + x^T P_r x` from the candidates' float32
+    norms, to within the bound (own metrics), or :math:`d^T P d` exactly (bound 0).
     """
-    field, origin, centers, projected_centers, candidate_norms = context
-    x = queries - origin
+    field, centers, candidate_norms, candidate_squares = context
+    x = queries - field._origin
+    projected_centers = field._shifted_products  # P_r x_r
     if field.proximity is None:
         products = field._local_products(x)  # P_r x = M_r x, (B, R, D)
         half_gradients = products - projected_centers
@@ -131,17 +190,21 @@ def _parabolas(context, queries, Y, local, y_index):
     position = np.arange(len(local)) - starts[local]
     layout = np.repeat(y_index[starts][:, None], position.max() + 1, axis=1)
     layout[local, position] = y_index
-    candidates = Y[layout] - origin  # (B, S, D)
+    candidates = Y[layout] - field._origin  # (B, S, D)
     steps = candidates - x[:, None, :]
     linear = 2.0 * (steps @ half_gradients.transpose(0, 2, 1))[local, position]
     if field.proximity is None:
         cross = (candidates @ products.transpose(0, 2, 1))[local, position]
         query_norms = np.einsum("brd,bd->br", products, x)
         quadratic = candidate_norms[y_index] - 2.0 * cross + query_norms[local]
+        arrays = field._envelope_arrays
+        reach = (np.sqrt(np.einsum("bd,bd->b", x, x))[local] + np.sqrt(candidate_squares[y_index])) ** 2
+        error = (arrays.float32_error * candidate_squares[y_index] + arrays.float64_error * reach)[:, None] * arrays.spread
     else:
         step = steps[local, position]
         quadratic = np.repeat(np.einsum("pi,pi->p", step @ field.proximity, step)[:, None], field.n_centers, axis=1)
-    return quadratic, linear, constant[local]
+        error = np.zeros_like(quadratic)
+    return quadratic, error, linear, constant[local]
 
 
 def _entering_roots(da, db, dc):
@@ -183,7 +246,7 @@ def _lower_envelope(quadratic, linear, constant):
     pair, cell, span : ndarray of shape (n_segments,)
         Row, active parabola and length (in :math:`\lambda`) of each segment.
     """
-    keep = _envelope_candidates(quadratic, linear, constant)
+    keep = _compact(_envelope_candidates(quadratic, quadratic, linear, constant))[0]
     rows = np.arange(len(keep))[:, None]
     quadratic, linear, constant = quadratic[rows, keep], linear[rows, keep], constant[rows, keep]
     n_rows, n_parabolas = constant.shape
@@ -225,24 +288,34 @@ def _lower_envelope(quadratic, linear, constant):
     return pair, keep[pair, np.concatenate(cells)], np.concatenate(spans)
 
 
-def _envelope_candidates(quadratic, linear, constant, n_pieces=4):
-    r"""Indices of the parabolas that may reach the lower envelope, shape ``(n_rows, K)``.
+def _envelope_candidates(lower, upper, linear, constant, n_pieces=4):
+    r"""Mask ``(n_rows, R)`` of the parabolas that may reach the lower envelope on [0, 1].
 
-    On each of ``n_pieces`` equal pieces :math:`[l, h]` of [0, 1] the envelope
-    lies below :math:`U = \min_s \max(q_s(l), q_s(h))` (the :math:`q_s` are
-    convex), so parabola :math:`r` with :math:`\min_{[l, h]} q_r > U` on every
-    piece is never active. Survivors keep their order (ties still go to the
-    lowest index); short rows are padded with their first survivor, a copy that never enters.
+    Curvatures are known to lie in ``[lower, upper]`` (``lower >= 0``; equal when
+    exact). On each of ``n_pieces`` equal pieces :math:`[l, h]` of [0, 1] the
+    envelope lies below :math:`U = \min_s \max(\bar q_s(l), \bar q_s(h))`, with
+    :math:`\bar q_s` the (convex) parabola of curvature ``upper``; parabola
+    :math:`r` whose lowest possible value on every piece, :math:`\min_{[l, h]}
+    \underline q_r` (curvature ``lower``), is above :math:`U` is never active.
+    Anything not finite is kept.
     """
-    with np.errstate(divide="ignore", invalid="ignore"):  # minimizer of q_r on the real line
-        vertex = np.where(quadratic > 0, -0.5 * linear / quadratic, np.where(linear > 0, -np.inf, np.inf))
-    slack = 1e-12 * np.max(np.abs(quadratic) + np.abs(linear) + np.abs(constant), axis=1, keepdims=True)
-    keep = np.zeros(constant.shape, dtype=bool)
+    with np.errstate(divide="ignore", invalid="ignore"):  # minimizer of the lower parabola on the real line
+        vertex = np.where(lower > 0, -0.5 * linear / lower, np.where(linear > 0, -np.inf, np.inf))
+    slack = 1e-12 * np.max(np.abs(upper) + np.abs(linear) + np.abs(constant), axis=1, keepdims=True)
+    drop = np.ones(constant.shape, dtype=bool)
     grid = np.linspace(0.0, 1.0, n_pieces + 1)
-    values = [(quadratic * t + linear) * t + constant for t in grid]
-    for low, high, at_low, at_high in zip(grid[:-1], grid[1:], values[:-1], values[1:]):
+    highest = [(upper * t + linear) * t + constant for t in grid]
+    for low, high, at_low, at_high in zip(grid[:-1], grid[1:], highest[:-1], highest[1:]):
         inside = np.clip(vertex, low, high)
-        lowest = (quadratic * inside + linear) * inside + constant
-        keep |= lowest <= np.min(np.maximum(at_low, at_high), axis=1, keepdims=True) + slack
+        lowest = (lower * inside + linear) * inside + constant
+        drop &= lowest > np.min(np.maximum(at_low, at_high), axis=1, keepdims=True) + slack
+    return ~drop
+
+
+def _compact(keep):
+    """Column indices of the ``True`` entries of each row of ``keep``, in order, shape ``(n_rows, K)``,
+    and which of them are real: short rows are padded with their first entry (a copy of a parabola,
+    which never enters)."""
     order = np.argsort(~keep, axis=1, kind="stable")[:, : keep.sum(axis=1).max()]
-    return np.where(np.take_along_axis(keep, order, axis=1), order, order[:, :1])
+    real = np.take_along_axis(keep, order, axis=1)
+    return np.where(real, order, order[:, :1]), real
