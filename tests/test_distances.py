@@ -151,9 +151,9 @@ def count_exact_curvatures(monkeypatch):
     """Spy on the exact float64 curvatures the pruned walk computes: returns the list of batch sizes."""
     sizes = []
 
-    def spy(matrices, index, vectors, rows=None):
+    def spy(matrices, index, vectors):
         sizes.append(len(index))
-        return quadratic_forms(matrices, index, vectors, rows)
+        return quadratic_forms(matrices, index, vectors)
 
     monkeypatch.setattr(_envelope, "quadratic_forms", spy)
     return sizes
@@ -237,19 +237,24 @@ def test_pruning_with_ties_and_huge_eigenvalue_ratios(monkeypatch):
 
 
 @pytest.mark.parametrize("magnitude", [1e-30, 1.0, 1e30])
-def test_float32_curvature_bound_holds(magnitude):
-    """The float32 norms y^T P_r y stay within the stated bound, at any scale and conditioning."""
+def test_float32_bounds_hold(magnitude):
+    """The float32 norms y^T P_r y and products P_r x stay within their stated bounds, at any scale and conditioning."""
     rng = np.random.default_rng(3)
     dim = 40
     metrics = random_spd(rng, 30, dim, condition=1e8) * magnitude
     field = NearestLocalField(rng.normal(size=(30, dim)), metrics)
     arrays = field._envelope_arrays
     points = rng.normal(size=(50, dim)) * np.geomspace(1e-10, 1e10, dim)  # widely spread coordinates
+    norms = np.einsum("pi,pi->p", points, points)
     estimate = _envelope._packed_norms(arrays, points)
     exact = np.einsum("pi,rij,pj->pr", points, metrics, points)
-    bound = arrays.float32_error * np.einsum("pi,pi->p", points, points)[:, None] * arrays.spread
-    assert np.all(np.abs(estimate - exact) <= bound)
-    assert not arrays.packed.flags.writeable
+    assert np.all(np.abs(estimate - exact) <= arrays.norm_error * norms[:, None] * arrays.spread)
+    scale = np.ldexp(1.0, np.frexp(np.abs(points).max(axis=1))[1])
+    products = ((points / scale[:, None]).astype(np.float32) @ arrays.full.T).astype(float).reshape(50, 30, dim)
+    products *= (scale[:, None] * arrays.scale)[:, :, None]
+    error = np.linalg.norm(products - np.einsum("rij,pj->pri", metrics, points), axis=2)
+    assert np.all(error <= arrays.product_error * np.sqrt(norms)[:, None] * arrays.spread)
+    assert not arrays.packed.flags.writeable and not arrays.full.flags.writeable
 
 
 class UserConstantField(MetricField):

@@ -12,12 +12,12 @@ piece up again (Ramanan & Baker's :math:`O(R^3 K^2)` algorithm, Sec. II-E), the
 envelope is walked from :math:`\lambda = 0`: from the active parabola, jump to
 the first parabola that drops below it, :math:`O(R)` work per breakpoint.
 
-With each center's own metric the curvatures :math:`a_r` cost :math:`O(K^2)`
-per pair and center, the bulk of the work. They are first estimated in
-float32 with a rigorous rounding-error bound, :math:`|\tilde a_r - a_r| \le \rho_r`;
-the parabolas bracketed by :math:`a_r \pm \rho_r` show which centers can never
-be active on :math:`[0, 1]` (:func:`_envelope_candidates`), and only the others
-get exact float64 curvatures. The cells and sums are those of the unpruned walk.
+With each center's own metric the coefficients cost :math:`O(K^2)` per
+center and distinct point, the bulk of the work. They are first estimated in
+float32 with a rigorous rounding-error bound, :math:`|\tilde q_r - q_r| \le \epsilon_r`
+on :math:`[0, 1]`; the parabolas bracketed by :math:`\tilde q_r \pm \epsilon_r` show
+which centers can never be active (:func:`_envelope_candidates`), and only the
+others get exact float64 coefficients. The cells and sums are those of the unpruned walk.
 """
 
 from collections import namedtuple
@@ -35,16 +35,20 @@ _TINY32 = 2.0**-126  # smallest normal float32: the most an operation loses to u
 _UNIT64 = 2.0**-53
 _MARGIN = 1.0 + 1e-6  # covers the float64 rounding of the bounds themselves
 
-EnvelopeArrays = namedtuple("EnvelopeArrays", ["packed", "scale", "spread", "rows", "cols", "float32_error", "float64_error"])
+EnvelopeArrays = namedtuple(
+    "EnvelopeArrays", ["packed", "full", "scale", "spread", "rows", "cols", "norm_error", "product_error", "float64_error"]
+)
 EnvelopeArrays.__doc__ = r"""Per-field data of the float32 curvature bounds (own metrics).
 
 ``packed`` ``(R, K(K+1)/2)`` float32: the upper triangles of :math:`P_r / \sigma_r`,
-off-diagonals doubled; ``scale`` the powers of two :math:`\sigma_r \ge \max |P_r|`
-(entries within [-1, 1], nothing overflows); ``spread`` :math:`\nu_r \ge \| |P_r| \|_2`
-(the largest absolute row sum); ``rows, cols`` the triangle's indices; the
-error factors of :func:`_parabolas`: a float32 norm :math:`y^T P_r y` is off by at most
-``float32_error`` :math:`\nu_r |y|^2` (:func:`_packed_norms`), float64 rounding
-by at most ``float64_error`` :math:`\nu_r (|x| + |y|)^2`.
+off-diagonals doubled; ``full`` ``(R K, K)`` float32: the stacked :math:`P_r / \sigma_r`;
+``scale`` the powers of two :math:`\sigma_r \ge \max |P_r|` (entries within [-1, 1],
+nothing overflows); ``spread`` :math:`\nu_r \ge \| |P_r| \|_2` (the largest absolute
+row sum); ``rows, cols`` the triangle's indices; the error factors of
+:func:`_parabolas`: a float32 norm :math:`y^T P_r y` is off by at most ``norm_error``
+:math:`\nu_r |y|^2` (:func:`_packed_norms`), a float32 product :math:`P_r x` by at most
+``product_error`` :math:`\nu_r |x|` (in norm), float64 rounding by at most
+``float64_error`` :math:`\nu_r (|x| + |y| + |x_r|)^2`.
 """
 
 
@@ -54,13 +58,23 @@ def envelope_arrays(field):
     packed = field.metrics[:, rows, cols] * np.where(rows == cols, 1.0, 2.0)
     scale = np.ldexp(1.0, np.frexp(np.max(np.abs(packed), axis=1))[1])
     spread = _MARGIN * np.max(np.sum(np.abs(field.metrics), axis=2), axis=1)
-    size = len(rows)
-    float32_error = (size + 4) * _UNIT32 / (1.0 - (size + 4) * _UNIT32) + 32 * size * _TINY32
-    float64_error = 8 * (field.dim + 2) * _UNIT64  # (4K + 8) u, twice over (estimate and exact survivors)
+    # scaled by powers of two, s <= 2 max|p_i| <= 2 |p| and sigma_r <= 2 max|packed| <= 4 nu_r: underflow adds
+    # at most 4 n 2^-126 s^2 sigma_r <= 64 n 2^-126 nu_r |p|^2 to a norm, 4 K 2^-126 s sigma_r <= 32 K 2^-126 nu_r |x|
+    # to a product (n terms after 4 roundings of their factors: gamma_{n+4}; K terms after 2: gamma_{K+2})
+    size, dim = len(rows), field.dim
+    norm_error = _gamma32(size + 4) + 64 * size * _TINY32
+    product_error = _gamma32(dim + 2) + 32 * dim * _TINY32
+    float64_error = 16 * (dim + 2) * _UNIT64  # (8K + 16) u: every float64 sum and product of the estimates and exact values
     packed = (packed / scale[:, None]).astype(np.float32)
-    for array in (packed, scale, spread, rows, cols):
+    full = (field.metrics / scale[:, None, None]).astype(np.float32).reshape(-1, dim)
+    for array in (packed, full, scale, spread, rows, cols):
         array.flags.writeable = False
-    return EnvelopeArrays(packed, scale, spread, rows, cols, _MARGIN * float32_error, _MARGIN * float64_error)
+    return EnvelopeArrays(packed, full, scale, spread, rows, cols, *(_MARGIN * e for e in (norm_error, product_error, float64_error)))
+
+
+def _gamma32(n_operations):
+    """Relative error bound of ``n_operations`` float32 roundings, :math:`n u / (1 - n u)`."""
+    return n_operations * _UNIT32 / (1.0 - n_operations * _UNIT32)
 
 
 def envelope_cells(field, start, end):
@@ -143,23 +157,23 @@ def _block_cells(context, X, Y, x_index, y_index):
     """Pieces ``pair, cell, span`` of one block of pairs (sorted by query); ``pair`` indexes the block."""
     field = context.field
     queries, local = np.unique(x_index, return_inverse=True)
-    coefficients = np.empty((4, len(x_index), field.n_centers))  # a_r, its error bound, b_r, c_r per pair
+    coefficients = np.empty((5, len(x_index), field.n_centers))  # a_r, b_r, c_r and two error bounds per pair
     step = max(1, TASK_ELEMENTS // (field.n_centers * field.dim))  # queries whose P_r x fit in memory
     for lo in range(0, len(queries), step):
         rows = slice(*np.searchsorted(local, [lo, lo + step]))
         coefficients[:, rows] = _parabolas(context, X[queries[lo : lo + step]], Y, local[rows] - lo, y_index[rows])
-    quadratic, error, linear, constant = coefficients
     rows = np.arange(len(x_index))[:, None]
     # prune in two passes on the bracketing parabolas: coarse on all centers, fine on the survivors
-    index, real = _compact(_envelope_candidates(np.maximum(quadratic - error, 0.0), quadratic + error, linear, constant))
-    quadratic, error, linear, constant = (part[rows, index] for part in (quadratic, error, linear, constant))
-    lower, upper = np.maximum(quadratic - error, 0.0), quadratic + error
-    fine, real = _compact(_envelope_candidates(lower, upper, linear, constant, n_pieces=16) & real)
-    index, quadratic, linear, constant = (part[rows, fine] for part in (index, quadratic, linear, constant))
-    if field.proximity is None:  # exact curvatures d^T P_r d of the survivors; padding copies the first
+    index, real = _compact(_envelope_candidates(*coefficients))
+    coefficients = coefficients[:, rows, index]
+    fine, real = _compact(_envelope_candidates(*coefficients, n_pieces=16) & real)
+    index, (quadratic, linear, constant) = index[rows, fine], coefficients[:3, rows, fine]
+    if field.proximity is None:  # exact coefficients of the survivors; padding copies the first
         pair, slot = np.nonzero(real)
-        quadratic[pair, slot] = quadratic_forms(field.metrics, index[pair, slot], Y[y_index] - X[x_index], pair)
-        quadratic = np.where(real, quadratic, quadratic[:, :1])
+        exact = _exact_parabolas(field, X[x_index], Y[y_index], pair, index[pair, slot])
+        for part, values in zip((quadratic, linear, constant), exact):
+            part[pair, slot] = values
+        quadratic, linear, constant = (np.where(real, part, part[:, :1]) for part in (quadratic, linear, constant))
     offsets = range(0, len(x_index), _WALK_ROWS)
     walks = [_lower_envelope(*(part[lo : lo + _WALK_ROWS] for part in (quadratic, linear, constant))) for lo in offsets]
     pair = np.concatenate([walk[0] + lo for walk, lo in zip(walks, offsets)])
@@ -168,18 +182,24 @@ def _block_cells(context, X, Y, x_index, y_index):
 
 
 def _parabolas(context, queries, Y, local, y_index):
-    r"""Coefficients of the pairs ``(queries[local], Y[y_index])``: :math:`a_r`, a bound on its error, :math:`b_r, c_r`.
+    r"""Coefficients :math:`a_r, b_r, c_r` of the pairs ``(queries[local], Y[y_index])`` and error bounds.
 
-    Each ``(n, R)``. Per query: :math:`h_r = P_r (x - x_r)` and :math:`c_r = h_r^T (x - x_r)`
+    Each ``(n, R)``, then the bounds :math:`\alpha_r, \beta_r` (also ``(n, R)``):
+    :math:`|\tilde q_r(\lambda) - q_r(\lambda)| \le \beta_r + \alpha_r \lambda^2` on [0, 1].
+    Per query: :math:`h_r = P_r (x - x_r)` and :math:`c_r = h_r^T (x - x_r)`
     (reused by all its candidates); per pair :math:`b_r = 2 d^T h_r` and
-    :math:`a_r = y^T P_r y - 2 y^T P_r x + x^T P_r x` from the candidates' float32
-    norms, to within the bound (own metrics), or :math:`d^T P d` exactly (bound 0).
+    :math:`a_r = y^T P_r y - 2 y^T P_r x + x^T P_r x`. With own metrics, :math:`P_r x` and
+    :math:`y^T P_r y` come from float32 products (error bound from :class:`EnvelopeArrays`);
+    with one global :math:`P` everything is exact float64 (:math:`\epsilon = 0`).
     """
     field, centers, candidate_norms, candidate_squares = context
     x = queries - field._origin
     projected_centers = field._shifted_products  # P_r x_r
     if field.proximity is None:
-        products = field._local_products(x)  # P_r x = M_r x, (B, R, D)
+        arrays = field._envelope_arrays
+        scale = np.ldexp(1.0, np.frexp(np.max(np.abs(x), axis=1, initial=0.0))[1])  # powers of two
+        products = ((x / scale[:, None]).astype(np.float32) @ arrays.full.T).astype(float)
+        products = products.reshape(len(x), field.n_centers, field.dim) * (scale[:, None] * arrays.scale)[:, :, None]
         half_gradients = products - projected_centers
     else:
         half_gradients = (x @ field.proximity)[:, None, :] - projected_centers
@@ -197,14 +217,37 @@ def _parabolas(context, queries, Y, local, y_index):
         cross = (candidates @ products.transpose(0, 2, 1))[local, position]
         query_norms = np.einsum("brd,bd->br", products, x)
         quadratic = candidate_norms[y_index] - 2.0 * cross + query_norms[local]
-        arrays = field._envelope_arrays
-        reach = (np.sqrt(np.einsum("bd,bd->b", x, x))[local] + np.sqrt(candidate_squares[y_index])) ** 2
-        error = (arrays.float32_error * candidate_squares[y_index] + arrays.float64_error * reach)[:, None] * arrays.spread
-    else:
-        step = steps[local, position]
-        quadratic = np.repeat(np.einsum("pi,pi->p", step @ field.proximity, step)[:, None], field.n_centers, axis=1)
-        error = np.zeros_like(quadratic)
-    return quadratic, error, linear, constant[local]
+        # with |P_r x - products| <= eta_r = product_error nu_r |x|: a is off by eta_r (2 |y| + |x|) plus the
+        # float32 norm's error; c by eta_r (|x| + |x_r|), b by 2 eta_r |d|, float64 rounding by
+        # float64_error nu_r (|x| + |y| + |x_r|)^2: these (small) go into the offset bound
+        x_norm, y_norm = np.sqrt(np.einsum("bd,bd->b", x, x))[local], np.sqrt(candidate_squares[y_index])
+        d_norm = np.sqrt(np.einsum("pd,pd->p", steps[local, position], steps[local, position]))
+        center_norms = np.sqrt(np.einsum("rd,rd->r", centers, centers))
+        curvature_error = arrays.norm_error * y_norm**2 + arrays.product_error * x_norm * (2 * y_norm + x_norm)
+        ends = x_norm + y_norm
+        offset_error = (arrays.product_error * x_norm * (x_norm + 2 * d_norm) + arrays.float64_error * ends**2)[:, None]
+        offset_error = offset_error + (arrays.product_error * x_norm + 2 * arrays.float64_error * ends)[:, None] * center_norms
+        offset_error += arrays.float64_error * center_norms**2
+        return quadratic, linear, constant[local], curvature_error[:, None] * arrays.spread, offset_error * arrays.spread
+    step = steps[local, position]
+    quadratic = np.repeat(np.einsum("pi,pi->p", step @ field.proximity, step)[:, None], field.n_centers, axis=1)
+    return quadratic, linear, constant[local], np.zeros_like(quadratic), np.zeros_like(quadratic)
+
+
+def _exact_parabolas(field, start, end, pair, center):
+    r"""Float64 coefficients of the pairs ``(start[pair], end[pair])`` and centers ``center``, shape ``(3, n)``.
+
+    From the Gram matrices of :math:`(d, v)`, :math:`v = x - x_r`, in :math:`P_r` (one product
+    per distinct center): :math:`a = d^T P_r d`, :math:`b = 2 d^T P_r v`, :math:`c = v^T P_r v`,
+    all from differences (translation invariant).
+    """
+    out = np.empty((3, len(pair)))
+    step = max(1, TASK_ELEMENTS // (2 * field.dim))
+    for lo in range(0, len(pair), step):
+        p, r = pair[lo : lo + step], center[lo : lo + step]
+        gram = quadratic_forms(field.metrics, r, np.stack([end[p] - start[p], start[p] - field.centers[r]], axis=1))
+        out[:, lo : lo + step] = gram[:, 0, 0], 2.0 * gram[:, 0, 1], gram[:, 1, 1]
+    return out
 
 
 def _entering_roots(da, db, dc):
@@ -246,7 +289,7 @@ def _lower_envelope(quadratic, linear, constant):
     pair, cell, span : ndarray of shape (n_segments,)
         Row, active parabola and length (in :math:`\lambda`) of each segment.
     """
-    keep = _compact(_envelope_candidates(quadratic, quadratic, linear, constant))[0]
+    keep = _compact(_envelope_candidates(quadratic, linear, constant))[0]
     rows = np.arange(len(keep))[:, None]
     quadratic, linear, constant = quadratic[rows, keep], linear[rows, keep], constant[rows, keep]
     n_rows, n_parabolas = constant.shape
@@ -288,26 +331,28 @@ def _lower_envelope(quadratic, linear, constant):
     return pair, keep[pair, np.concatenate(cells)], np.concatenate(spans)
 
 
-def _envelope_candidates(lower, upper, linear, constant, n_pieces=4):
+def _envelope_candidates(quadratic, linear, constant, curvature_error=0.0, offset_error=0.0, n_pieces=4):
     r"""Mask ``(n_rows, R)`` of the parabolas that may reach the lower envelope on [0, 1].
 
-    Curvatures are known to lie in ``[lower, upper]`` (``lower >= 0``; equal when
-    exact). On each of ``n_pieces`` equal pieces :math:`[l, h]` of [0, 1] the
-    envelope lies below :math:`U = \min_s \max(\bar q_s(l), \bar q_s(h))`, with
-    :math:`\bar q_s` the (convex) parabola of curvature ``upper``; parabola
-    :math:`r` whose lowest possible value on every piece, :math:`\min_{[l, h]}
-    \underline q_r` (curvature ``lower``), is above :math:`U` is never active.
-    Anything not finite is kept.
+    Each :math:`q_r` is known to within :math:`\beta_r + \alpha_r \lambda^2` on [0, 1]
+    (``offset_error`` :math:`\beta_r`, ``curvature_error`` :math:`\alpha_r`; 0 when exact):
+    it lies between the parabolas :math:`\underline q_r` and :math:`\bar q_r` of curvatures
+    :math:`\max(a_r - \alpha_r, 0)` and :math:`a_r + \alpha_r` (all true curvatures are
+    :math:`\ge 0`), shifted by :math:`\mp \beta_r`. On each of ``n_pieces`` equal pieces
+    :math:`[l, h]` of [0, 1] the envelope lies below :math:`U = \min_s \max(\bar q_s(l), \bar q_s(h))`
+    (convex), so parabola :math:`r` with :math:`\min_{[l, h]} \underline q_r > U` on every
+    piece is never active. Anything not finite is kept.
     """
+    lower, upper = np.maximum(quadratic - curvature_error, 0.0), quadratic + curvature_error
     with np.errstate(divide="ignore", invalid="ignore"):  # minimizer of the lower parabola on the real line
         vertex = np.where(lower > 0, -0.5 * linear / lower, np.where(linear > 0, -np.inf, np.inf))
     slack = 1e-12 * np.max(np.abs(upper) + np.abs(linear) + np.abs(constant), axis=1, keepdims=True)
     drop = np.ones(constant.shape, dtype=bool)
     grid = np.linspace(0.0, 1.0, n_pieces + 1)
-    highest = [(upper * t + linear) * t + constant for t in grid]
+    highest = [(upper * t + linear) * t + constant + offset_error for t in grid]
     for low, high, at_low, at_high in zip(grid[:-1], grid[1:], highest[:-1], highest[1:]):
         inside = np.clip(vertex, low, high)
-        lowest = (lower * inside + linear) * inside + constant
+        lowest = (lower * inside + linear) * inside + constant - offset_error
         drop &= lowest > np.min(np.maximum(at_low, at_high), axis=1, keepdims=True) + slack
     return ~drop
 

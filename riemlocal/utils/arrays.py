@@ -20,17 +20,19 @@ def unique_rows(points):
     return points[first], inverse.ravel()
 
 
-def quadratic_forms(matrices, index, vectors, rows=None):
-    r""":math:`v_{j_p}^T A_{i_p} v_{j_p}` for ``i = index``, ``j = rows`` (default: every row of ``vectors`` in turn).
+def quadratic_forms(matrices, index, vectors):
+    r""":math:`v_p^T A_{i_p} v_p` for ``i = index``, ``v = vectors`` of shape ``(n, dim)``; for ``(n, m, dim)``,
+    the Gram matrices :math:`V_p A_{i_p} V_p^T` of shape ``(n, m, m)``.
 
     Grouped by matrix: one product per distinct :math:`i`, so each matrix is read once.
     """
-    rows = np.arange(len(index)) if rows is None else rows
+    stacked = vectors[:, None, :] if vectors.ndim == 2 else vectors
     order = np.argsort(index, kind="stable")
-    index, rows = index[order], rows[order]
+    index = index[order]
     bounds = np.r_[0, np.flatnonzero(np.diff(index)) + 1, len(index)]
-    out = np.empty(len(index))
+    out = np.empty((len(index),) + stacked.shape[1:2] * 2)
     for lo, hi in zip(bounds[:-1], bounds[1:]):
-        group = vectors[rows[lo:hi]]
-        out[order[lo:hi]] = np.einsum("pi,pi->p", group @ matrices[index[lo]], group)
-    return out
+        group = stacked[order[lo:hi]]
+        product = (group.reshape(-1, group.shape[-1]) @ matrices[index[lo]]).reshape(group.shape)  # one GEMM
+        out[order[lo:hi]] = np.einsum("pik,pjk->pij", product, group)
+    return out[:, 0, 0] if vectors.ndim == 2 else out
