@@ -236,6 +236,27 @@ def test_pruning_with_ties_and_huge_eigenvalue_ratios(monkeypatch):
         np.testing.assert_allclose(distance(doubled, X, Y, rule=rule), distance(field, X, Y, rule=rule), rtol=1e-13)
 
 
+def test_compiled_candidates_equal_numpy():
+    """The compiled pruning test takes the same decisions as the numpy one, bit for bit, on random
+    brackets with ties, exact parabolas (zero errors), touching vertices and rows that are not finite."""
+    rng = np.random.default_rng(5)
+    shape = (300, 40)
+    quadratic, linear, constant = rng.exponential(size=shape), rng.normal(size=shape), rng.exponential(size=shape)
+    curvature_error, offset_error = 0.05 * rng.exponential(size=shape), 0.01 * rng.exponential(size=shape)
+    quadratic[:20], linear[:20], constant[:20] = quadratic[:20, :1], linear[:20, :1], constant[:20, :1]  # all tied
+    curvature_error[20:40], offset_error[20:40], quadratic[40:60] = 0.0, 0.0, 0.0  # exact; lines
+    linear[60:80] = -2.0 * quadratic[60:80] * rng.choice([0.0, 0.25, 0.5, 1.0], (20, 1))  # vertices on grid points
+    constant[80], quadratic[81, 3], offset_error[82, 5], linear[83, 7] = np.nan, np.inf, np.inf, -np.inf
+    for n_pieces in (1, 4, 16):
+        arguments = (quadratic, linear, constant, curvature_error, offset_error, n_pieces)
+        compiled = _envelope._envelope_candidates(*arguments)
+        with np.errstate(invalid="ignore"):  # inf - inf in the rows that are not finite
+            np.testing.assert_array_equal(compiled, _envelope._envelope_candidates(*arguments, compiled=False))
+        assert 0 < compiled.sum() < compiled.size and compiled[[80, 81, 83]].all() and compiled[82, 5]
+    exact = (quadratic[20:40], linear[20:40], constant[20:40])
+    np.testing.assert_array_equal(_envelope._envelope_candidates(*exact), _envelope._envelope_candidates(*exact, compiled=False))
+
+
 @pytest.mark.parametrize("magnitude", [1e-30, 1.0, 1e30])
 def test_float32_bounds_hold(magnitude):
     """The float32 norms y^T P_r y and products P_r x stay within their stated bounds, at any scale and conditioning."""

@@ -20,9 +20,11 @@ which centers can never be active (:func:`_envelope_candidates`), and only the
 others get exact float64 coefficients. The cells and sums are those of the unpruned walk.
 """
 
+import math
 from collections import namedtuple
 
 import numpy as np
+from numba import njit
 
 from ..utils.arrays import TASK_ELEMENTS, quadratic_forms, unique_rows
 
@@ -164,9 +166,9 @@ def _block_cells(context, X, Y, x_index, y_index):
         coefficients[:, rows] = _parabolas(context, X[queries[lo : lo + step]], Y, local[rows] - lo, y_index[rows])
     rows = np.arange(len(x_index))[:, None]
     # prune in two passes on the bracketing parabolas: coarse on all centers, fine on the survivors
-    index, real = _compact(_envelope_candidates(*coefficients))
+    index, real = _compact(_envelope_candidates(*coefficients, n_pieces=8))
     coefficients = coefficients[:, rows, index]
-    fine, real = _compact(_envelope_candidates(*coefficients, n_pieces=16) & real)
+    fine, real = _compact(_envelope_candidates(*coefficients, n_pieces=64) & real)
     index, (quadratic, linear, constant) = index[rows, fine], coefficients[:3, rows, fine]
     if field.proximity is None:  # exact coefficients of the survivors; padding copies the first
         pair, slot = np.nonzero(real)
@@ -331,7 +333,7 @@ def _lower_envelope(quadratic, linear, constant):
     return pair, keep[pair, np.concatenate(cells)], np.concatenate(spans)
 
 
-def _envelope_candidates(quadratic, linear, constant, curvature_error=0.0, offset_error=0.0, n_pieces=4):
+def _envelope_candidates(quadratic, linear, constant, curvature_error=0.0, offset_error=0.0, n_pieces=4, compiled=True):
     r"""Mask ``(n_rows, R)`` of the parabolas that may reach the lower envelope on [0, 1].
 
     Each :math:`q_r` is known to within :math:`\beta_r + \alpha_r \lambda^2` on [0, 1]
@@ -341,8 +343,13 @@ def _envelope_candidates(quadratic, linear, constant, curvature_error=0.0, offse
     :math:`\ge 0`), shifted by :math:`\mp \beta_r`. On each of ``n_pieces`` equal pieces
     :math:`[l, h]` of [0, 1] the envelope lies below :math:`U = \min_s \max(\bar q_s(l), \bar q_s(h))`
     (convex), so parabola :math:`r` with :math:`\min_{[l, h]} \underline q_r > U` on every
-    piece is never active. Anything not finite is kept.
+    piece is never active. Anything not finite is kept. ``compiled`` runs the same
+    arithmetic in one pass (:func:`_compiled_candidates`, no ``(n_rows, R)`` temporaries).
     """
+    if compiled:
+        shape = constant.shape
+        errors = (np.broadcast_to(curvature_error, shape), np.broadcast_to(offset_error, shape))
+        return _compiled_candidates(quadratic, linear, constant, *errors, np.linspace(0.0, 1.0, n_pieces + 1))
     lower, upper = np.maximum(quadratic - curvature_error, 0.0), quadratic + curvature_error
     with np.errstate(divide="ignore", invalid="ignore"):  # minimizer of the lower parabola on the real line
         vertex = np.where(lower > 0, -0.5 * linear / lower, np.where(linear > 0, -np.inf, np.inf))
@@ -355,6 +362,48 @@ def _envelope_candidates(quadratic, linear, constant, curvature_error=0.0, offse
         lowest = (lower * inside + linear) * inside + constant - offset_error
         drop &= lowest > np.min(np.maximum(at_low, at_high), axis=1, keepdims=True) + slack
     return ~drop
+
+
+@njit(cache=True)
+def _compiled_candidates(quadratic, linear, constant, curvature_error, offset_error, grid):
+    """:func:`_envelope_candidates` row by row, in the same floating-point operations."""
+    n_rows, n_parabolas = constant.shape
+    keep = np.ones((n_rows, n_parabolas), dtype=np.bool_)
+    bound = np.empty(len(grid) - 1)
+    for p in range(n_rows):
+        largest = 0.0
+        for r in range(n_parabolas):
+            size = abs(quadratic[p, r] + curvature_error[p, r]) + abs(linear[p, r]) + abs(constant[p, r])
+            if not math.isfinite(size) or math.isnan(offset_error[p, r]):
+                largest = np.inf
+                break
+            largest = max(largest, size)
+        if not math.isfinite(largest):  # numpy's slack or bounds are not finite: it keeps the row
+            continue
+        slack = 1e-12 * largest
+        bound[:] = np.inf
+        for r in range(n_parabolas):
+            upper, b, c = quadratic[p, r] + curvature_error[p, r], linear[p, r], constant[p, r]
+            previous = (upper * grid[0] + b) * grid[0] + c + offset_error[p, r]
+            for k in range(len(grid) - 1):
+                t = grid[k + 1]
+                value = (upper * t + b) * t + c + offset_error[p, r]
+                bound[k] = min(bound[k], max(previous, value))
+                previous = value
+        for r in range(n_parabolas):
+            lower, b, c = max(quadratic[p, r] - curvature_error[p, r], 0.0), linear[p, r], constant[p, r]
+            if lower > 0:
+                vertex = -0.5 * b / lower
+            else:
+                vertex = -np.inf if b > 0 else np.inf
+            drop = True
+            for k in range(len(grid) - 1):
+                inside = min(max(vertex, grid[k]), grid[k + 1])
+                if not ((lower * inside + b) * inside + c - offset_error[p, r] > bound[k] + slack):
+                    drop = False
+                    break
+            keep[p, r] = not drop
+    return keep
 
 
 def _compact(keep):
