@@ -190,15 +190,18 @@ def distance_matrix_row(n_points, dim, n_jobs):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="fewer repeats, no D = 500")
+    parser.add_argument("--log-only", action="store_true", help="only riemlocal's Log rows at D = 2, 10, 20 (before/after runs)")
     args = parser.parse_args()
     repeats = 3 if args.quick else 7
     print(f"load average: {', '.join(f'{load:.2f}' for load in os.getloadavg())}\n")
     print("| operation | riemlocal (ms) | error | geomstats (ms) | error | speed-up | target |")
     print("|---|---|---|---|---|---|---|")
     for dim in (2, 10, 20):
-        log_rows(dim, 1, repeats, ">= 20x")
+        log_rows(dim, 1, repeats, ">= 20x", with_geomstats=not args.log_only)
     for dim, n_pairs in ((2, 49), (10, 16), (20, 16)):
-        log_rows(dim, n_pairs, repeats if dim == 2 else 1, ">= 50x")
+        log_rows(dim, n_pairs, repeats if dim == 2 or args.log_only else 1, ">= 50x", with_geomstats=not args.log_only)
+    if args.log_only:
+        return
     exp_row(repeats)
     statistics_rows(repeats, 1)
     distance_matrix_row(40 if args.quick else 100, 10, 2)

@@ -50,7 +50,7 @@ from .fields import MetricField
 from .manifold import LearnedMetricManifold
 from .utils.arrays import TASK_ELEMENTS, quadratic_forms, unique_rows
 from .utils.parallel import parallel_map
-from .utils.validation import check_option, check_points
+from .utils.validation import check_bool, check_option, check_points
 
 __all__ = ["RULES", "RULES_BY_STRUCTURE", "distance", "pairwise_distances"]
 
@@ -154,8 +154,7 @@ def _check_rule(field, rule, squared):
     if not isinstance(field, MetricField):
         raise TypeError(f"field must be a MetricField, got {type(field).__name__}")
     check_option(rule, "rule", RULES)
-    if not isinstance(squared, (bool, np.bool_)):
-        raise TypeError(f"squared must be a bool, got {squared!r}")
+    check_bool(squared, "squared")
     name = type(field).__name__
     if rule not in RULES_BY_STRUCTURE[field.structure]:
         raise ValueError(

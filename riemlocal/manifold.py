@@ -50,6 +50,9 @@ class LearnedMetric(RiemannianMetric):
         integrator (Exp solver, :class:`~riemlocal.numerics.ODEExpSolver`).
     chunk_size, n_jobs, verbose
         Batching options of both solvers.
+    compiled : bool, default=True
+        Exp and Log in compiled code for fields with a kernel (:class:`~riemlocal.numerics.ODEExpSolver`,
+        :class:`~riemlocal.numerics.EnergyLogSolver`).
     **log_options
         Further options of the Log solver, :class:`~riemlocal.numerics.EnergyLogSolver`:
         ``n_segments``, ``log_rtol``, ``max_segments``, ``tol``, ``max_iter``, ``method``.
@@ -68,6 +71,7 @@ class LearnedMetric(RiemannianMetric):
         chunk_size=CHUNK_SIZE,
         n_jobs=None,
         verbose=False,
+        compiled=True,
         **log_options,
     ):
         super().__init__(space)
@@ -80,8 +84,8 @@ class LearnedMetric(RiemannianMetric):
             )
         self.field = field
         batching = {"chunk_size": chunk_size, "n_jobs": n_jobs, "verbose": verbose}
-        self.exp_solver = ODEExpSolver(field, rtol=rtol, **batching)
-        self.log_solver = EnergyLogSolver(field, rtol=rtol, **log_options, **batching)
+        self.exp_solver = ODEExpSolver(field, rtol=rtol, compiled=compiled, **batching)
+        self.log_solver = EnergyLogSolver(field, rtol=rtol, compiled=compiled, **log_options, **batching)
 
     # -- tensors -----------------------------------------------------------------
     def _points(self, x, name):

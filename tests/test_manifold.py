@@ -424,8 +424,12 @@ def test_newton_goes_around_a_hill_where_the_hessian_is_indefinite(monkeypatch):
         return solution, failed
 
     monkeypatch.setattr(_minimize, "_solve_band_spd", recording)
-    newton = solve_boundary_value(field, y, x, method="newton")
+    newton = solve_boundary_value(field, y, x, method="newton", compiled=False)
     assert any(indefinite)
+    compiled = solve_boundary_value(field, y, x, method="newton")  # the same damped steps in compiled code
+    np.testing.assert_allclose(compiled.initial_velocity, newton.initial_velocity, rtol=1e-12)
+    np.testing.assert_array_equal(compiled.n_segments, newton.n_segments)
+    assert compiled.n_iter == newton.n_iter
     lbfgs = solve_boundary_value(field, y, x, method="lbfgs")
     assert newton.converged.all()
     np.testing.assert_allclose(newton.length, lbfgs.length, rtol=1e-7)

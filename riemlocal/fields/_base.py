@@ -75,6 +75,11 @@ class MetricField:
         """Whether :math:`M` is differentiable (a Riemannian metric with geodesics), from :attr:`structure`."""
         return self.structure in ("constant", "smooth")
 
+    @property
+    def kernel(self):
+        """Arrays for the compiled kernels of :mod:`riemlocal.fields.kernels`, or ``None`` (numpy path only)."""
+        return None
+
     def segment_cells(self, start_point, end_point):
         r"""Cells crossed by the segments :math:`x \to y`: the hook of piecewise-constant fields.
 

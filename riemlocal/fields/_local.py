@@ -22,6 +22,7 @@ from ..utils.arrays import CACHE_ELEMENTS, TASK_ELEMENTS
 from ..utils.validation import check_broadcast, check_points, check_positive, check_spd, solve_spd
 from ._base import MetricField, SegmentCells
 from ._envelope import envelope_arrays, envelope_cells
+from .kernels import RBFKernel, compiled_kernel, rbf_acceleration_derivatives, rbf_accelerations
 
 __all__ = ["NearestLocalField", "RBFLocalField", "SmoothLocalField"]
 
@@ -222,6 +223,13 @@ class RBFLocalField(_LocalField):
         self.sigma = check_positive(sigma, "sigma")
         super().__init__(centers, metrics, proximity)
 
+    @property
+    def kernel(self):
+        """:class:`~riemlocal.fields.kernels.RBFKernel` of this field (read-only arrays)."""
+        own = self.proximity is None
+        arrays = (np.ascontiguousarray(a) for a in (self.centers, self.metrics, self.metrics if own else self.proximity[None]))
+        return RBFKernel(*arrays, float(self.sigma), own)
+
     def weights(self, base_point):
         """Blending weights :math:`w_r(x)`, shape ``(..., n_centers)``; they sum to one."""
         x, batch = self._flat(base_point)
@@ -377,8 +385,23 @@ class RBFLocalField(_LocalField):
         rhs = (-1.0 / self.sigma) * (spread.reshape(len(weights), 1, 2 * self.n_centers) @ stacked)[:, 0]
         return solve_spd(self._blend_metric(weights), rhs)
 
+    def _compiled(self, kernel_function, numpy_function):
+        """``f(x, *vectors)`` by a compiled batch kernel of :mod:`~riemlocal.fields.kernels` where that is faster
+        (:func:`~riemlocal.fields.kernels.compiled_kernel`), else, or where it declines (overflow), by numpy."""
+
+        def function(x, *vectors):
+            kernel = compiled_kernel(self, len(x))
+            if kernel is not None:
+                out, done = kernel_function(kernel, *(np.ascontiguousarray(a) for a in (x, *vectors)))
+                if done:
+                    return out
+            return numpy_function(x, *vectors)
+
+        return function
+
     def geodesic_acceleration(self, tangent_vec, base_point):
-        return self._map_chunks(lambda x, v: self._acceleration(v, x), base_point, tangent_vec)
+        numpy_function = lambda x, v: self._acceleration(v, x)  # noqa: E731
+        return self._map_chunks(self._compiled(rbf_accelerations, numpy_function), base_point, tangent_vec)
 
     def _slopes(self, weights, half_grad):
         r"""Centered weight gradients :math:`c_r = g_r - \bar g`, shape ``(n, R, dim)``."""
@@ -443,7 +466,8 @@ class RBFLocalField(_LocalField):
         return solve_spd(metric, first - second - third + velocity)
 
     def acceleration_derivative(self, tangent_vec, base_point, position_vec, velocity_vec):
-        return self._map_chunks(self._acceleration_derivative, base_point, tangent_vec, position_vec, velocity_vec)
+        function = self._compiled(rbf_acceleration_derivatives, self._acceleration_derivative)
+        return self._map_chunks(function, base_point, tangent_vec, position_vec, velocity_vec)
 
 
 class SmoothLocalField(RBFLocalField):

@@ -1,5 +1,6 @@
 """Geodesic numerics: the discrete curve energy, the energy-minimization core and the Exp/Log solver objects."""
 
+from ._compiled_log import block_tridiagonal_solve, rbf_log_pairs
 from ._energy import (
     curve_energy,
     initial_velocity,
@@ -8,6 +9,7 @@ from ._energy import (
     trapezoid_energy,
 )
 from ._minimize import (
+    COMPILED_NEWTON_MAX_DIM,
     METHODS,
     NEWTON_MAX_DIM,
     NEWTON_MAX_WORK,
@@ -18,7 +20,7 @@ from ._minimize import (
     minimize_curve_energy,
     resolve_method,
 )
-from ._runge_kutta import dormand_prince
+from ._runge_kutta import dormand_prince, rbf_dormand_prince
 from ._solvers import (
     CHUNK_SIZE,
     EXP_ATOL_FACTOR,
@@ -37,6 +39,7 @@ __all__ = [
     "refine",
     "trapezoid_energy",
     "METHODS",
+    "COMPILED_NEWTON_MAX_DIM",
     "NEWTON_MAX_DIM",
     "NEWTON_MAX_WORK",
     "EnergyMinimum",
@@ -46,6 +49,9 @@ __all__ = [
     "minimize_curve_energy",
     "resolve_method",
     "dormand_prince",
+    "rbf_dormand_prince",
+    "block_tridiagonal_solve",
+    "rbf_log_pairs",
     "CHUNK_SIZE",
     "EXP_ATOL_FACTOR",
     "RTOL",

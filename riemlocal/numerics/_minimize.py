@@ -29,11 +29,14 @@ __all__ = [
     "minimize_curve_energy",
     "extrapolate_levels",
     "resolve_method",
+    "COMPILED_NEWTON_MAX_DIM",
     "NEWTON_MAX_WORK",
 ]
 
 METHODS = ("auto", "newton", "lbfgs")  #: energy minimizers
 NEWTON_MAX_DIM = 8  # "auto" takes Newton up to this dimension (above, L-BFGS is faster on batches: benchmarks/bench_geodesics.py)
+COMPILED_NEWTON_MAX_DIM = 14  # ... compiled (a field kernel, one pair at a time): Newton beats batched numpy L-BFGS on
+# batches of 16 up to dim = 14 (17 vs 21-26 ms), not at 16 or 20 (58 vs 30 ms): R = 10, bench_geodesics.random_field
 NEWTON_MAX_WORK = 20**3  # ... and for problems * dim^3 up to this: a few problems pay per-iteration overhead, not O(dim^3)
 ERROR_SAFETY = 2.0  # error estimates are this multiple of the last Romberg correction (extrapolate_levels)
 RESOLVED_RATIO = 3.0  # the quadrature gap falls by 4 per level where the metric is resolved, by 2 where it is not
@@ -43,17 +46,19 @@ UNRESOLVED = 1e-8  #: curves this short (relative to their coordinates) stay str
 _DAMPING = 10.0 ** np.arange(-3, 5)  # Levenberg--Marquardt shifts tried where the energy Hessian is indefinite
 
 
-def resolve_method(method, dim, free_start=False, n_problems=None):
+def resolve_method(method, dim, free_start=False, n_problems=None, compiled=False):
     """``"newton"`` or ``"lbfgs"`` for ``method`` in :data:`METHODS`.
 
-    ``"auto"`` takes Newton (fixed first nodes only) up to ``dim = 8``, and
-    for ``n_problems * dim**3 <= NEWTON_MAX_WORK`` (one pair up to ``dim = 20``):
-    Newton converges in about three energy evaluations per level where
-    L-BFGS needs eight or more, which decides small batches.
+    ``"auto"`` takes Newton (fixed first nodes only) up to ``dim = 8``
+    (``COMPILED_NEWTON_MAX_DIM = 14`` when ``compiled``: the compiled Log of
+    the RBF fields), and for ``n_problems * dim**3 <= NEWTON_MAX_WORK`` (one
+    pair up to ``dim = 20``): Newton converges in about three energy
+    evaluations per level where L-BFGS needs eight or more, which decides small batches.
     """
     if check_option(method, "method", METHODS) == "auto":
         small = n_problems is not None and n_problems * dim**3 <= NEWTON_MAX_WORK
-        return "newton" if (dim <= NEWTON_MAX_DIM or small) and not free_start else "lbfgs"
+        largest = COMPILED_NEWTON_MAX_DIM if compiled else NEWTON_MAX_DIM
+        return "newton" if (dim <= largest or small) and not free_start else "lbfgs"
     if method == "newton" and free_start:
         raise ValueError("method='newton' needs fixed first nodes (free_start=False); use 'lbfgs' or 'auto'")
     return method
@@ -350,6 +355,12 @@ def extrapolate_levels(field, curves, measure, accept, max_segments, *, weights=
     Returns
     -------
     Extrapolation
+
+    Notes
+    -----
+    Mirrored in compiled code, with ``_Chart`` and Newton's method, by
+    ``riemlocal.numerics._compiled_log`` (the Log of the RBF fields):
+    keep both in step (``tests/test_compiled_log.py`` compares them).
     """
     n_problems, n_curves = curves.shape[:2]
     weights = np.full((n_problems, n_curves), 1.0 / n_curves) if weights is None else np.asarray(weights, dtype=float)

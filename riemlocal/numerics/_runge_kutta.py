@@ -17,9 +17,14 @@ Nørsett & Wanner, *Solving Ordinary Differential Equations I*, II.4
 (step-size control and the starting step).
 """
 
-import numpy as np
+import math
 
-__all__ = ["dormand_prince"]
+import numpy as np
+from numba import njit
+
+from ..fields.kernels import rbf_geodesic_rhs
+
+__all__ = ["dormand_prince", "rbf_dormand_prince"]
 
 # the Runge--Kutta matrix, row by row (the right-hand side is autonomous: the nodes are not needed)
 _STAGES = tuple(
@@ -35,6 +40,9 @@ _STAGES = tuple(
 )
 _WEIGHTS = np.array([35 / 384, 0.0, 500 / 1113, 125 / 192, -2187 / 6784, 11 / 84])  # order 5 (FSAL: the 7th stage is f(y_new))
 _ERROR = np.array([71 / 57600, 0.0, -71 / 16695, 71 / 1920, -17253 / 339200, 22 / 525, -1 / 40])  # order 5 minus order 4
+_TABLEAU = np.zeros((6, 6))  # the rows of _STAGES, zero-padded (the compiled integrator)
+for _i, _row in enumerate(_STAGES):
+    _TABLEAU[_i, : len(_row)] = _row
 _SAFETY, _MIN_FACTOR, _MAX_FACTOR = 0.9, 0.2, 10.0
 _BETA = 0.04  # weight of the previous error in the PI step control (Hairer, Nørsett & Wanner, II.4, as in DOPRI5)
 _FIRST_PREVIOUS_ERROR = 1e-4  # the previous error norm before the first step, and its floor (DOPRI5)
@@ -127,3 +135,122 @@ def dormand_prince(rhs, y0, times, rtol, atol, max_step=np.inf):
         next_time[landed] += 1
         rows = rows[next_time[rows] < len(times)]
     return out
+
+
+@njit(cache=True)
+def _scaled_rms(a, y, y_new, rtol, atol):
+    total = 0.0
+    for i in range(len(a)):
+        scaled = a[i] / (atol + rtol * max(abs(y[i]), abs(y_new[i])))
+        total += scaled * scaled
+    return math.sqrt(total / len(a))
+
+
+@njit(cache=True)
+def _spacing(t):
+    """``numpy.spacing`` of ``t >= 1``."""
+    return math.ldexp(1.0, math.frexp(t)[1] - 53)
+
+
+@njit(cache=True)
+def _compiled_initial_step(params, y, f, rtol, atol, work, f_work):
+    """:func:`_initial_step` of one row; ``work`` and ``f_work`` are scratch of the state's size."""
+    n = len(y)
+    d0 = d1 = 0.0
+    for i in range(n):
+        scale = atol + rtol * abs(y[i])
+        d0 += (y[i] / scale) ** 2
+        d1 += (f[i] / scale) ** 2
+    d0, d1 = math.sqrt(d0 / n), math.sqrt(d1 / n)
+    h0 = 1e-6 if (d0 < 1e-5 or d1 < 1e-5) else 0.01 * d0 / max(d1, 1e-300)
+    for i in range(n):
+        work[i] = y[i] + h0 * f[i]
+    if not rbf_geodesic_rhs(params, work, f_work):
+        return -1.0
+    d2 = 0.0
+    for i in range(n):
+        d2 += ((f_work[i] - f[i]) / (atol + rtol * abs(y[i]))) ** 2
+    d2 = math.sqrt(d2 / n) / h0
+    largest = max(d1, d2)
+    h1 = max(1e-6, 1e-3 * h0) if largest <= 1e-15 else (0.01 / max(largest, 1e-300)) ** 0.2
+    return min(100.0 * h0, h1)
+
+
+@njit(cache=True)
+def rbf_dormand_prince(params, y0, times, rtol, atol, max_step):
+    """:func:`dormand_prince` compiled for the geodesics of an RBF field (:func:`~riemlocal.fields.kernels.rbf_geodesic_rhs`), one row after the other.
+
+    The same steps, step-size control and landing on output times as the
+    numpy integrator, so both give the same rows to rounding. Returns the rows
+    at ``times`` and a status: 0 done, 1 the right-hand side failed, 2 a step fell below round-off.
+    """
+    batch, n = y0.shape
+    out = np.empty((batch, len(times), n))
+    stages = np.empty((7, n))
+    y, y_new, trial, f_work = np.empty(n), np.empty(n), np.empty(n), np.empty(n)
+    n_zero = 0
+    while n_zero < len(times) and times[n_zero] <= 0.0:
+        n_zero += 1
+    for b in range(batch):
+        for k in range(n_zero):
+            out[b, k] = y0[b]
+        if n_zero == len(times):
+            continue
+        y[:] = y0[b]
+        if not rbf_geodesic_rhs(params, y, stages[0]):
+            return out, 1
+        h = _compiled_initial_step(params, y, stages[0], rtol, atol, trial, f_work)
+        if h < 0.0:
+            return out, 1
+        h = min(h, max_step)
+        t, next_time, previous_norm = 0.0, n_zero, _FIRST_PREVIOUS_ERROR
+        while next_time < len(times):
+            remaining = times[next_time] - t
+            round_off = 10.0 * _spacing(max(t, 1.0))
+            landing = h >= remaining - round_off
+            step = remaining if landing else h
+            if step <= round_off:
+                return out, 2
+            for s in range(1, 6):
+                for i in range(n):
+                    total = 0.0
+                    for j in range(s):
+                        total += _TABLEAU[s, j] * stages[j, i]
+                    trial[i] = y[i] + step * total
+                if not rbf_geodesic_rhs(params, trial, stages[s]):
+                    return out, 1
+            for i in range(n):
+                total = 0.0
+                for j in range(6):
+                    total += _WEIGHTS[j] * stages[j, i]
+                y_new[i] = y[i] + step * total
+            if not rbf_geodesic_rhs(params, y_new, stages[6]):
+                return out, 1
+            for i in range(n):
+                total = 0.0
+                for j in range(7):
+                    total += _ERROR[j] * stages[j, i]
+                trial[i] = step * total
+            norm = _scaled_rms(trial, y, y_new, rtol, atol)
+            accepted = norm <= 1.0
+            if norm == 0.0:
+                factor = _MAX_FACTOR
+            elif accepted:
+                factor = norm ** (-0.2 + 0.75 * _BETA) * previous_norm**_BETA
+            else:
+                factor = norm**-0.2
+            factor = min(max(_SAFETY * factor, _MIN_FACTOR), _MAX_FACTOR)
+            if not accepted:
+                factor = min(factor, 1.0)
+            h = min(max(step * factor, h) if (accepted and landing) else step * factor, max_step)
+            if accepted:
+                previous_norm = max(norm, _FIRST_PREVIOUS_ERROR)
+                y[:] = y_new
+                stages[0] = stages[6]
+                if landing:
+                    t = times[next_time]
+                    out[b, next_time] = y
+                    next_time += 1
+                else:
+                    t = t + step
+    return out, 0

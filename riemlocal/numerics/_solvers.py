@@ -22,12 +22,14 @@ import numpy as np
 from joblib import effective_n_jobs
 from sklearn.exceptions import ConvergenceWarning
 
+from ..fields.kernels import compiled_kernel, rbf_work_space
 from ..utils.arrays import unique_rows
 from ..utils.parallel import parallel_map
-from ..utils.validation import broadcast_flat, check_int, check_n_jobs, check_option, check_positive
+from ..utils.validation import broadcast_flat, check_bool, check_int, check_n_jobs, check_option, check_positive
+from ._compiled_log import FAILED, NEEDS_LEVEL, laplacian_levels, rbf_log_pairs
 from ._energy import initial_velocity
-from ._minimize import METHODS, UNRESOLVED, extrapolate_levels
-from ._runge_kutta import dormand_prince
+from ._minimize import METHODS, UNRESOLVED, extrapolate_levels, resolve_method
+from ._runge_kutta import dormand_prince, rbf_dormand_prince
 
 __all__ = ["CHUNK_SIZE", "EXP_ATOL_FACTOR", "RTOL", "BoundaryValueResult", "EnergyLogSolver", "ODEExpSolver", "integrate_geodesic", "solve_boundary_value"]
 
@@ -36,11 +38,15 @@ EXP_ATOL_FACTOR = 1e-2  #: Exp's absolute tolerance is ``rtol * EXP_ATOL_FACTOR`
 RTOL = 1e-6  #: default relative tolerance of Exp and of distances
 
 
-def integrate_geodesic(field, tangent_vec, base_point, t_eval=(1.0,), rtol=1e-9, atol=1e-11, max_step=np.inf):
+def integrate_geodesic(field, tangent_vec, base_point, t_eval=(1.0,), rtol=1e-9, atol=1e-11, max_step=np.inf, compiled=True):
     """Integrate :math:`c'' = -\\Gamma(c', c')` from ``base_point`` with velocity ``tangent_vec``.
 
-    All geodesics advance together, each with its own step size
-    (:func:`~riemlocal.numerics.dormand_prince`, error control per geodesic).
+    Each geodesic has its own step size (Dormand--Prince 5(4) with error
+    control per geodesic): all advance together through the field's numpy
+    methods (:func:`~riemlocal.numerics.dormand_prince`), or, for a field with
+    a compiled kernel (:attr:`MetricField.kernel`), one after the other in
+    compiled code (:func:`~riemlocal.numerics.rbf_dormand_prince`; the
+    same steps, so the same curves to rounding).
 
     Parameters
     ----------
@@ -50,6 +56,9 @@ def integrate_geodesic(field, tangent_vec, base_point, t_eval=(1.0,), rtol=1e-9,
         Times (>= 0; in [0, 1] for Exp) at which to return the curve.
     rtol, atol : float
         Tolerances of the Dormand--Prince 5(4) integrator, per geodesic.
+    compiled : bool, default=True
+        Use the field's compiled kernel when it has one and the batch is small
+        enough for it to be faster (``False``: always the numpy path).
 
     Returns
     -------
@@ -57,12 +66,18 @@ def integrate_geodesic(field, tangent_vec, base_point, t_eval=(1.0,), rtol=1e-9,
     """
     batch, dim = base_point.shape
     times, position = np.unique(np.asarray(t_eval, dtype=float), return_inverse=True)
+    initial = np.concatenate([base_point, tangent_vec], axis=1)
+    kernel = compiled_kernel(field, batch) if compiled else None
+    if kernel is not None:
+        states, status = rbf_dormand_prince((kernel, rbf_work_space(kernel)), initial, times, rtol, atol, max_step)
+        if status == 0:
+            return states[:, position, :dim]  # else the numpy path raises the error that explains the failure
 
     def rhs(state):
         position, velocity = state[:, :dim], state[:, dim:]
         return np.concatenate([velocity, field._acceleration(velocity, position)], axis=1)
 
-    states = dormand_prince(rhs, np.concatenate([base_point, tangent_vec], axis=1), times, rtol, atol, max_step)
+    states = dormand_prince(rhs, initial, times, rtol, atol, max_step)
     return states[:, position, :dim]
 
 
@@ -80,6 +95,8 @@ def _distinct_pairs(x, y, symmetric):
     Returns the representatives' indices, the representative of every pair
     (``inverse``) and whether a pair is its representative reversed.
     """
+    if len(x) == 1:  # the common single Log: skip the sorting
+        return np.zeros(1, dtype=int), np.zeros(1, dtype=int), np.zeros(1, dtype=bool)
     ids = unique_rows(np.concatenate([x, y]))[1]
     a, b = ids[: len(x)], ids[len(x) :]
     reverse = (a > b) if symmetric else np.zeros(len(x), dtype=bool)
@@ -116,17 +133,24 @@ class ODEExpSolver:
         Parallel chunks through joblib.
     verbose : bool, default=False
         Progress bar over chunks.
+    compiled : bool, default=True
+        Integrate in compiled code when the field has a kernel (:attr:`MetricField.kernel`,
+        the RBF fields) and the chunk is small enough for it to be faster
+        (:func:`~riemlocal.fields.kernels.compiled_kernel`); ``False`` takes the numpy path
+        (the same curves to rounding).
     """
 
     solves_ivp = True  # geomstats: geodesic_ivp is available
 
-    def __init__(self, field, rtol=RTOL, chunk_size=CHUNK_SIZE, n_jobs=None, verbose=False):
+    def __init__(self, field, rtol=RTOL, chunk_size=CHUNK_SIZE, n_jobs=None, verbose=False, compiled=True):
         self.field, self.rtol, self.chunk_size, self.n_jobs, self.verbose = field, rtol, chunk_size, n_jobs, verbose
+        self.compiled = compiled
         self._check()
 
     def _check(self):
         check_positive(self.rtol, "rtol")
         check_int(self.chunk_size, "chunk_size")
+        check_bool(self.compiled, "compiled")
 
     @property
     def tolerances(self):
@@ -134,7 +158,7 @@ class ODEExpSolver:
         return self.rtol, self.rtol * EXP_ATOL_FACTOR
 
     def _integrate(self, tangent_vec, base_point, t_eval):
-        return integrate_geodesic(self.field, tangent_vec, base_point, t_eval, *self.tolerances)
+        return integrate_geodesic(self.field, tangent_vec, base_point, t_eval, *self.tolerances, compiled=self.compiled)
 
     def exp(self, tangent_vec, base_point):
         r""":math:`\mathrm{Exp}_x(v) = c(1)` for the geodesic with :math:`c(0) = x`, :math:`c'(0) = v`; shape ``(..., dim)``."""
@@ -231,7 +255,8 @@ class EnergyLogSolver:
         Iterations per level.
     method : {"auto", "newton", "lbfgs"}, default="auto"
         Newton's method on the block-tridiagonal energy Hessian (:math:`O(N D^3)`
-        per step) or L-BFGS (:math:`O(N D^2)`); ``"auto"`` takes Newton up to ``dim = 8``.
+        per step) or L-BFGS (:math:`O(N D^2)`); ``"auto"`` takes Newton up to ``dim = 8``,
+        up to ``dim = 14`` in compiled code (:func:`~riemlocal.numerics.resolve_method`).
     chunk_size : int, default=64
         Pairs solved jointly in one vectorized problem.
     n_jobs : int, default=None
@@ -239,6 +264,11 @@ class EnergyLogSolver:
         is limited to one thread inside workers.
     verbose : bool, default=False
         Progress bar over chunks.
+    compiled : bool, default=True
+        With Newton's method, solve in compiled code when the field has a kernel
+        (:attr:`MetricField.kernel`, the RBF fields): the same algorithm one pair
+        after the other (:func:`~riemlocal.numerics.rbf_log_pairs`), the same results to rounding;
+        ``False`` takes the numpy path.
 
     Attributes
     ----------
@@ -259,14 +289,16 @@ class EnergyLogSolver:
         chunk_size=CHUNK_SIZE,
         n_jobs=None,
         verbose=False,
+        compiled=True,
     ):
         self.field = field
         self.n_segments, self.rtol, self.log_rtol, self.max_segments = n_segments, rtol, log_rtol, max_segments
         self.tol, self.max_iter, self.method = tol, max_iter, method
-        self.chunk_size, self.n_jobs, self.verbose = chunk_size, n_jobs, verbose
+        self.chunk_size, self.n_jobs, self.verbose, self.compiled = chunk_size, n_jobs, verbose, compiled
         self._check()
 
     def _check(self):
+        check_bool(self.compiled, "compiled")
         check_int(self.n_segments, "n_segments", minimum=2)
         check_int(self.max_segments, "max_segments", minimum=self.n_segments)
         check_positive(self.rtol, "rtol")
@@ -319,7 +351,39 @@ class EnergyLogSolver:
         return self.last_result_
 
     def _solve_chunk(self, point, base_point, log_rtol):
-        """Solve pairs ``(n, dim)``; pairs closer than round-off resolves (``UNRESOLVED``) are straight segments."""
+        """Solve pairs ``(n, dim)``: compiled (Newton, a field with a kernel) or by :meth:`_solve_numpy`."""
+        kernel = self.field.kernel if self.compiled else None
+        if kernel is None or resolve_method(self.method, self.field.dim, n_problems=len(point), compiled=True) != "newton":
+            return self._solve_numpy(point, base_point, log_rtol)
+        n_levels = (self.max_segments // self.n_segments).bit_length()  # levels up to max_segments
+        first_levels = min(n_levels, max(3, (128 // self.n_segments).bit_length()))  # up to 128 segments
+        options = (self.n_segments, self.max_segments, self.rtol, log_rtol, self.tol, self.max_iter)
+        *outputs, level_iters, status = rbf_log_pairs(
+            kernel, point, base_point, *options, laplacian_levels(self.n_segments, first_levels), first_levels
+        )
+        outputs[-1], iterations = _object_array(outputs[-1]), np.zeros((len(point), n_levels), dtype=int)
+        iterations[:, :first_levels] = level_iters
+        finer = np.flatnonzero(status == NEEDS_LEVEL)  # rare: pairs that need more than 128 segments
+        if len(finer):
+            *parts, iterations[finer], status[finer] = rbf_log_pairs(
+                kernel, point[finer], base_point[finer], *options, laplacian_levels(self.n_segments, n_levels), n_levels
+            )
+            for output, part in zip(outputs, parts):
+                output[finer] = _object_array(part) if isinstance(part, list) else part
+        outputs.append(np.full(len(point), iterations.max(axis=0).sum()))
+        failed = np.flatnonzero(status == FAILED)  # the kernel declined (overflow, not SPD): the numpy path explains
+        if len(failed):
+            for output, part in zip(outputs, self._solve_numpy(point[failed], base_point[failed], log_rtol)):
+                output[failed] = part
+            outputs[-1][:] = outputs[-1].max()
+        return tuple(outputs)
+
+    def _solve_numpy(self, point, base_point, log_rtol):
+        """Solve pairs ``(n, dim)``; pairs closer than round-off resolves (``UNRESOLVED``) are straight segments.
+
+        :func:`~riemlocal.numerics.rbf_log_pairs` mirrors this (with Newton) in compiled code:
+        a change here needs the same change there (``tests/test_compiled_log.py`` compares both).
+        """
         n_pairs = len(point)
         step, midpoint = point - base_point, 0.5 * (point + base_point)
         scale = 1.0 + np.maximum(np.abs(point), np.abs(base_point)).max(axis=1)
@@ -380,6 +444,14 @@ class EnergyLogSolver:
                     ConvergenceWarning,
                     stacklevel=3,
                 )
+
+
+def _object_array(items):
+    """A 1-D object array of ``items`` (arrays of any shapes)."""
+    out = np.empty(len(items), dtype=object)
+    for i, item in enumerate(items):
+        out[i] = item
+    return out
 
 
 def _relative(error, length):

@@ -15,21 +15,24 @@ Wolfe conditions).
 
 Steps whose decrease is hidden by round-off in :math:`f` are accepted on the
 gradient's word (approximate Wolfe conditions). A problem that improves
-neither its value nor its smallest gradient norm for ``_MAX_STALLS``
+neither its value nor its smallest gradient norm for ``MAX_STALLS``
 iterations in a row, or for which no step passes the line search, stops early
 (the returned gradient norm tells how far it got).
+
+The Newton driver and line search are mirrored, for one problem, in the
+compiled Log of :mod:`riemlocal.numerics` (``_compiled_log._newton``): keep both in step.
 """
 
 import numpy as np
 
 from .validation import check_int, check_points, check_positive
 
-__all__ = ["ARMIJO", "batched_lbfgs", "batched_newton"]
+__all__ = ["ARMIJO", "MAX_BACKTRACKS", "MAX_STALLS", "ROUND_OFF", "batched_lbfgs", "batched_newton"]
 
 ARMIJO = 1e-4  #: sufficient-decrease constant of every line search in riemlocal
-_MAX_BACKTRACKS = 20
-_MAX_STALLS = 10
-_ROUND_OFF = 1e-12  # relative change of the value treated as round-off by the approximate Wolfe test
+MAX_BACKTRACKS = 20  #: step halvings of a line search before it fails
+MAX_STALLS = 10  #: iterations in a row without progress before a problem stops
+ROUND_OFF = 1e-12  #: relative change of the value treated as round-off by the approximate Wolfe test
 
 
 def batched_lbfgs(objective, x0, tol, max_iter, memory=5):
@@ -193,7 +196,7 @@ def _descend(objective, x0, tol, max_iter, directions):
             for extra, new_extra in zip(extras, new_extras):
                 extra[moved] = new_extra[moved]
         best_norm = np.minimum(best_norm, norm)
-        running = moved & (norm > tol) & (stalls < _MAX_STALLS)
+        running = moved & (norm > tol) & (stalls < MAX_STALLS)
         n_iter += 1
     x_out[ids], value_out[ids], norm_out[ids] = x, value, norm
     return x_out, value_out, n_iter, norm_out
@@ -221,9 +224,9 @@ def _backtrack(objective, x, value, rows, direction, slope):
     """
     new_extras = None  # allocated once a step is rejected
     step_length = np.ones(len(x))
-    round_off = value + _ROUND_OFF * np.abs(value)
+    round_off = value + ROUND_OFF * np.abs(value)
     pending = np.arange(len(x))
-    for _ in range(_MAX_BACKTRACKS):
+    for _ in range(MAX_BACKTRACKS):
         trial_rows = _index(pending, len(x))
         trial = x[trial_rows] + step_length[trial_rows, None] * direction[trial_rows]
         trial_value, trial_gradient, *trial_extras = objective(trial, _compose(rows, trial_rows))

@@ -10,6 +10,7 @@ __all__ = [
     "check_spd",
     "check_positive",
     "check_option",
+    "check_bool",
     "check_random_state",
     "check_int",
     "check_weights",
@@ -125,6 +126,13 @@ def check_positive(value, name, strict=True):
         bound = "> 0" if strict else ">= 0"
         raise ValueError(f"{name} must be {bound}, got {value!r}")
     return value
+
+
+def check_bool(value, name):
+    """Return ``value`` as bool after checking it is one (``bool`` or ``numpy.bool_``)."""
+    if not isinstance(value, (bool, np.bool_)):
+        raise TypeError(f"{name} must be a bool, got {value!r}")
+    return bool(value)
 
 
 def check_option(value, name, options):

@@ -1,0 +1,524 @@
+r"""The certified Log of :class:`~riemlocal.numerics.EnergyLogSolver` by Newton's method, compiled (numba) for the RBF fields.
+
+One pair after the other, in compiled code, the same algorithm as the numpy
+path (so the same results to rounding), each step mirroring its numpy helper:
+
+* :func:`_levels` -- :func:`~riemlocal.numerics.extrapolate_levels`: levels of
+  :math:`N, 2N, 4N, \dots` segments, warm started by :func:`refine`, Romberg
+  extrapolation of the length and the initial velocity, the trapezoid-vs-midpoint
+  gap and the acceptance test of ``EnergyLogSolver._solve_chunk``;
+* :func:`_newton` -- :func:`~riemlocal.utils.optimize.batched_newton` (its
+  driver ``_descend`` and line search ``_backtrack``) for one problem, in the
+  preconditioned chart ``_Chart`` of :func:`minimize_curve_energy` (so ``tol``
+  means the same), with the directions of ``_Chart.newton_step`` (the
+  Levenberg--Marquardt shifts ``_DAMPING``) from :func:`block_tridiagonal_solve`
+  instead of LAPACK's banded ``dpbsv``;
+* :func:`_curve_energy` -- :func:`curve_energy` with the Hessian blocks,
+  from :func:`~riemlocal.fields.kernels.rbf_energy_terms`.
+
+Curves are kept relative to the base point :math:`x` (the field's centers
+shifted by :math:`-x`), so that nothing cancels at large offsets.
+"""
+
+import functools
+import math
+
+import numpy as np
+from numba import njit
+
+from ..fields.kernels import (
+    RBFKernel,
+    back_substitution,
+    cholesky_factor,
+    cholesky_solve,
+    forward_substitution,
+    rbf_energy_terms,
+    rbf_metric,
+    rbf_weights,
+    rbf_work_space_compiled,
+)
+from ..utils.optimize import ARMIJO, MAX_BACKTRACKS, MAX_STALLS, ROUND_OFF
+from ._energy import laplacian_inverse_sqrt
+from ._minimize import _DAMPING, COARSE_TOL_FACTOR, ERROR_SAFETY, RESOLVED_RATIO, STALL_FACTOR, UNRESOLVED
+
+__all__ = ["block_tridiagonal_solve", "laplacian_levels", "rbf_log_pairs", "OK", "FAILED", "NEEDS_LEVEL"]
+
+OK, FAILED, NEEDS_LEVEL = 0, 1, 2  #: status of a pair: solved; the kernel declined (numpy path); finer levels needed
+
+
+@functools.lru_cache(maxsize=16)
+def laplacian_levels(n_segments, n_levels):
+    r""":func:`laplacian_inverse_sqrt` and its inverse for :math:`N 2^k` segments, :math:`k < ` ``n_levels``, packed in one array (read-only)."""
+    parts = []
+    for level in range(n_levels):
+        parts += [laplacian_inverse_sqrt(n_segments << level).ravel(), laplacian_inverse_sqrt(n_segments << level, True).ravel()]
+    packed = np.concatenate(parts)
+    packed.flags.writeable = False
+    return packed
+
+
+@njit(cache=True)
+def block_tridiagonal_solve(diagonal, upper, rhs, factor, coupling):
+    r"""Solve :math:`H x = ` ``rhs`` ``(n, dim)`` in place for the SPD block-tridiagonal :math:`H`; False if it is not.
+
+    :math:`H` has the diagonal blocks ``diagonal`` ``(n, dim, dim)`` (upper
+    triangles read) and the upper blocks ``upper`` ``(n - 1, dim, dim)``.
+    Block Cholesky: :math:`L_k L_k^T = D_k - W_{k-1}^T W_{k-1}`,
+    :math:`W_k = L_k^{-1} U_k` (``factor`` ``(n, dim, dim)`` and the transposed
+    ``coupling`` ``(n - 1, dim, dim)`` are scratch), then two block
+    substitutions: :math:`O(n\, dim^3)`, no LAPACK call. A pivot that is not
+    > 0 means not positive definite (LAPACK's ``dpbsv`` test, which the numpy path uses).
+    """
+    n, dim = rhs.shape
+    for k in range(n):
+        for i in range(dim):
+            for j in range(i + 1):
+                total = diagonal[k, j, i]
+                if k:
+                    for m in range(dim):
+                        total -= coupling[k - 1, i, m] * coupling[k - 1, j, m]
+                factor[k, i, j] = total
+        if not cholesky_factor(factor[k], 0.0):
+            return False
+        if k < n - 1:
+            for c in range(dim):
+                for i in range(dim):
+                    coupling[k, c, i] = upper[k, i, c]
+                forward_substitution(factor[k], coupling[k, c])
+    for k in range(n):
+        if k:
+            for i in range(dim):
+                for m in range(dim):
+                    rhs[k, i] -= coupling[k - 1, i, m] * rhs[k - 1, m]
+        forward_substitution(factor[k], rhs[k])
+    for k in range(n - 1, -1, -1):
+        if k < n - 1:
+            for i in range(dim):
+                for m in range(dim):
+                    rhs[k, i] -= coupling[k, m, i] * rhs[k + 1, m]
+        back_substitution(factor[k], rhs[k])
+    return True
+
+
+@njit(cache=True)
+def _curve_energy(kernel, curve, work, terms, gradient, diagonal, upper):
+    """:func:`curve_energy` of one curve with its Hessian blocks (``terms``: five scratch arrays); NaN on failure."""
+    n_segments, dim = curve.shape[0] - 1, curve.shape[1]
+    metric_v, quadratic_gradient, hessian_x, mixed, hessian_v = terms
+    step, midpoint = np.empty(dim), np.empty(dim)
+    energy = 0.0
+    gradient[0] = 0.0
+    for s in range(n_segments):
+        for i in range(dim):
+            step[i] = curve[s + 1, i] - curve[s, i]
+            midpoint[i] = 0.5 * (curve[s + 1, i] + curve[s, i])
+        if not rbf_energy_terms(kernel, midpoint, step, work, metric_v, quadratic_gradient, hessian_x, mixed, hessian_v, True):
+            return np.nan
+        for i in range(dim):
+            energy += step[i] * metric_v[i]
+            gradient[s, i] += n_segments * (0.5 * quadratic_gradient[i] - 2.0 * metric_v[i])  # outgoing
+            gradient[s + 1, i] = n_segments * (2.0 * metric_v[i] + 0.5 * quadratic_gradient[i])  # incoming
+        for i in range(dim):
+            for j in range(dim):
+                quarter = 0.25 * (n_segments * hessian_x[i, j])
+                symmetric = 0.5 * (n_segments * mixed[i, j] + n_segments * mixed[j, i])
+                skew = 0.5 * (n_segments * mixed[i, j] - n_segments * mixed[j, i])
+                second_v = n_segments * hessian_v[i, j]
+                if s < n_segments - 1:  # the segment's last node is interior node s
+                    diagonal[s, i, j] = quarter + symmetric + second_v
+                if s:  # its first node is interior node s - 1
+                    diagonal[s - 1, i, j] += quarter - symmetric + second_v
+                if 0 < s < n_segments - 1:
+                    upper[s - 1, i, j] = quarter + skew - second_v
+    return n_segments * energy
+
+
+@njit(cache=True)
+def _evaluate(kernel, chart, z, state, work, terms):
+    """``_Chart.objective`` (Newton) at ``z`` ``(N - 1, dim)`` into ``state``; returns the value, NaN on failure."""
+    start, curve_scale, normalizer, factor, inverse_factor, preconditioner, _ = chart
+    curve, gradient, gradient_z, diagonal, upper, inner = state
+    n_interior, dim = z.shape
+    for i in range(n_interior):  # to_curves: start + curve_scale (S z) L^{-1}
+        for k in range(dim):
+            total = 0.0
+            for j in range(n_interior):
+                total += preconditioner[i, j] * z[j, k]
+            inner[i, k] = curve_scale * total
+    _assign(curve, start, 1.0)
+    for i in range(n_interior):
+        for k in range(dim):
+            total = 0.0
+            for j in range(dim):
+                total += inner[i, j] * inverse_factor[j, k]
+            curve[i + 1, k] += total
+    energy = _curve_energy(kernel, curve, work, terms, gradient, diagonal, upper)
+    if not math.isfinite(energy):
+        return np.nan
+    scale = 1.0 / normalizer
+    for array in (gradient, diagonal.reshape(-1, dim), upper.reshape(-1, dim)):
+        _assign(array, array, scale)
+    for i in range(n_interior):  # gradient in z: curve_scale S (g L^{-T})
+        for k in range(dim):
+            total = 0.0
+            for j in range(dim):
+                total += gradient[i + 1, j] * inverse_factor[k, j]
+            inner[i, k] = total
+    for i in range(n_interior):
+        for k in range(dim):
+            total = 0.0
+            for j in range(n_interior):
+                total += preconditioner[i, j] * inner[j, k]
+            gradient_z[i, k] = curve_scale * total
+            if not math.isfinite(gradient_z[i, k]):
+                return np.nan
+    return scale * energy
+
+
+@njit(cache=True)
+def _newton_direction(chart, state, direction, scratch):
+    """``_Chart.newton_step``: the node-space Newton step, Levenberg--Marquardt shifted where needed, mapped to z."""
+    _, curve_scale, normalizer, factor, _, _, inverse_preconditioner = chart
+    _, gradient, _, diagonal, upper, _ = state
+    step, damped_diagonal, damped_upper, block_factor, coupling = scratch
+    n_interior, dim = step.shape
+    for i in range(n_interior):
+        for k in range(dim):
+            step[i, k] = -gradient[i + 1, k]
+    solved = block_tridiagonal_solve(diagonal, upper, step, block_factor, coupling)
+    if not solved:
+        reference = 2.0 * (n_interior + 1) * 1.0 / normalizer
+        for shift in _DAMPING:
+            for i in range(dim):
+                for j in range(dim):
+                    metric = 0.0  # (L L^T)_ij
+                    for m in range(min(i, j) + 1):
+                        metric += factor[i, m] * factor[j, m]
+                    scaled = shift * reference * metric  # the constant-metric Hessian's M_bar blocks
+                    for b in range(n_interior):
+                        damped_diagonal[b, i, j] = diagonal[b, i, j] + 2.0 * scaled
+                    for b in range(n_interior - 1):
+                        damped_upper[b, i, j] = upper[b, i, j] - scaled
+            for i in range(n_interior):
+                for k in range(dim):
+                    step[i, k] = -gradient[i + 1, k]
+            solved = block_tridiagonal_solve(damped_diagonal, damped_upper, step, block_factor, coupling)
+            if solved:
+                break
+    if not solved:  # no step (the numpy path's zero solution): the steepest descent follows
+        for i in range(n_interior):
+            for k in range(dim):
+                step[i, k] = 0.0
+    for i in range(n_interior):  # node steps times L, in place row by row
+        for k in range(dim):
+            total = 0.0
+            for j in range(k, dim):
+                total += step[i, j] * factor[j, k]
+            step[i, k] = total
+    for i in range(n_interior):
+        for k in range(dim):
+            total = 0.0
+            for j in range(n_interior):
+                total += inverse_preconditioner[i, j] * step[j, k]
+            direction[i, k] = total / curve_scale
+
+
+@njit(cache=True)
+def _assign(target, source, scale):
+    """``target = scale * source`` for C-ordered arrays of the same size (no broadcasting code)."""
+    flat_target, flat_source = target.reshape(-1), source.reshape(-1)
+    for i in range(len(flat_target)):
+        flat_target[i] = scale * flat_source[i]
+
+
+@njit(cache=True)
+def _dot(a, b):
+    """Inner product of two arrays of the same shape (``_dot`` of :mod:`riemlocal.utils.optimize`, one row)."""
+    flat_a, flat_b, total = a.reshape(-1), b.reshape(-1), 0.0
+    for i in range(len(flat_a)):
+        total += flat_a[i] * flat_b[i]
+    return total
+
+
+@njit(cache=True)
+def _max_abs(a):
+    r""":math:`\max_i |a_i|`: the gradient norm of the stopping test."""
+    flat, largest = a.reshape(-1), 0.0
+    for i in range(len(flat)):
+        largest = max(largest, abs(flat[i]))
+    return largest
+
+
+@njit(cache=True)
+def _new_state(n_nodes, dim):
+    """Curve, node gradient, gradient in z, Hessian blocks and scratch of one evaluation of :func:`_evaluate`."""
+    n_interior = n_nodes - 2
+    return (
+        np.empty((n_nodes, dim)),
+        np.empty((n_nodes, dim)),
+        np.empty((n_interior, dim)),
+        np.empty((n_interior, dim, dim)),
+        np.empty((max(n_interior - 1, 0), dim, dim)),
+        np.empty((n_interior, dim)),
+    )
+
+
+@njit(cache=True)
+def _newton(kernel, chart, tol, max_iter, work, terms):
+    """:func:`batched_newton` for one problem from ``z = 0``: returns the state, value, iterations and gradient norm (NaN value: failed)."""
+    start = chart[0]
+    n_nodes, dim = start.shape
+    n_interior = n_nodes - 2
+
+    current, trial = _new_state(n_nodes, dim), _new_state(n_nodes, dim)
+    scratch = (
+        np.empty((n_interior, dim)),
+        np.empty((n_interior, dim, dim)),
+        np.empty((max(n_interior - 1, 0), dim, dim)),
+        np.empty((n_interior, dim, dim)),
+        np.empty((max(n_interior - 1, 0), dim, dim)),
+    )
+    z, trial_z, direction = np.zeros((n_interior, dim)), np.empty((n_interior, dim)), np.empty((n_interior, dim))
+    value = _evaluate(kernel, chart, z, current, work, terms)
+    if not math.isfinite(value):
+        return current, np.nan, 0, np.nan
+    norm = _max_abs(current[2])
+    best_norm, stalls, n_iter, running = norm, 0, 0, norm > tol
+    while running and n_iter < max_iter:
+        _newton_direction(chart, current, direction, scratch)
+        gradient_z = current[2]
+        slope = _dot(gradient_z, direction)
+        if not slope < 0.0:  # not downhill: the steepest descent
+            _assign(direction, gradient_z, -1.0)
+            slope = -_dot(gradient_z, gradient_z)
+        step_length, round_off, accepted = 1.0, value + ROUND_OFF * abs(value), False
+        for _ in range(MAX_BACKTRACKS):  # _backtrack
+            for i in range(n_interior):
+                for k in range(dim):
+                    trial_z[i, k] = z[i, k] + step_length * direction[i, k]
+            trial_value = _evaluate(kernel, chart, trial_z, trial, work, terms)
+            if not math.isfinite(trial_value):
+                return current, np.nan, n_iter, np.nan  # the numpy path raises the error that explains it
+            trial_slope = _dot(trial[2], direction)
+            armijo = trial_value <= value + ARMIJO * step_length * slope
+            wolfe = trial_value <= round_off and trial_slope >= 0.9 * slope
+            if armijo or (wolfe and trial_slope <= -0.8 * slope):
+                accepted = True
+                break
+            step_length *= 0.5
+        new_norm = _max_abs(trial[2]) if accepted else 0.0
+        stalls = 0 if ((accepted and trial_value < value) or new_norm < best_norm) else stalls + 1
+        if accepted:
+            z, trial_z = trial_z, z
+            current, trial = trial, current
+            value, norm = trial_value, new_norm
+        best_norm = min(best_norm, norm)
+        running = accepted and norm > tol and stalls < MAX_STALLS
+        n_iter += 1
+    return current, value, n_iter, norm
+
+
+@njit(cache=True)
+def _metric_at(kernel, x, work, metric):
+    """:math:`M(x)` into ``metric``; False on overflow."""
+    if not rbf_weights(kernel, x, work[0], work[1]):
+        return False
+    rbf_metric(kernel, work[0], metric)
+    return True
+
+
+@njit(cache=True)
+def _trapezoid_energy(kernel, curve, work, metric):
+    """:func:`trapezoid_energy` of one curve; NaN on failure."""
+    n_segments, dim = curve.shape[0] - 1, curve.shape[1]
+    left, right = 0.0, 0.0
+    for node in range(n_segments + 1):
+        if not _metric_at(kernel, curve[node], work, metric):
+            return np.nan
+        for s in (node - 1, node):  # d_s^T M(c_node) d_s for the segments ending and starting here
+            if 0 <= s < n_segments:
+                total = 0.0
+                for i in range(dim):
+                    for j in range(dim):
+                        total += (curve[s + 1, i] - curve[s, i]) * metric[i, j] * (curve[s + 1, j] - curve[s, j])
+                if s == node:
+                    left += total
+                else:
+                    right += total
+    return 0.5 * n_segments * (left + right)
+
+
+@njit(cache=True)
+def _measure(kernel, curve, energy, base_metric, work, terms, out):
+    """``measure`` of ``_solve_chunk``: the length and :func:`initial_velocity` (discrete Legendre transform) into ``out``."""
+    n_segments, dim = curve.shape[0] - 1, curve.shape[1]
+    metric_v, quadratic_gradient, hessian_x, mixed, hessian_v = terms
+    step, midpoint = np.empty(dim), np.empty(dim)
+    for i in range(dim):
+        step[i], midpoint[i] = curve[1, i] - curve[0, i], 0.5 * (curve[1, i] + curve[0, i])
+    if not rbf_energy_terms(kernel, midpoint, step, work, metric_v, quadratic_gradient, hessian_x, mixed, hessian_v, False):
+        return False
+    out[0] = math.sqrt(max(energy, 0.0))
+    velocity = out[1:]
+    for i in range(dim):
+        velocity[i] = n_segments * (metric_v[i] - 0.25 * quadratic_gradient[i])
+    return cholesky_solve(base_metric.copy(), velocity)
+
+
+@njit(cache=True)
+def _estimates(value, error, unresolved, base_metric):
+    """``estimates`` of ``_solve_chunk``: relative errors of the distance and of the Log vector in :math:`M(x)`."""
+    dim = len(value) - 1
+    log_error = 0.0
+    for i in range(dim):
+        for j in range(dim):
+            log_error += error[1 + i] * base_metric[i, j] * error[1 + j]
+    log_error = math.sqrt(max(log_error, 0.0))
+    length = value[0]
+    return (
+        max(abs(error[0]) / length if length > 0 else 0.0, unresolved),
+        max(log_error / length if length > 0 else 0.0, unresolved),
+    )
+
+
+@njit(cache=True)
+def _levels(kernel, n_segments, step, max_segments, rtol, log_rtol, tol, max_iter, laplacians, n_levels, level_iters):
+    """:func:`extrapolate_levels` for one Log problem from 0 to ``step`` (relative coordinates); see the module docstring.
+
+    Returns status, value ``(dim + 1,)`` (length, velocity), the relative error estimates of the
+    distance and of the Log vector, the finest curve, its segments and whether every level met its
+    tolerance; iterations per level into ``level_iters``.
+    """
+    dim = len(step)
+    work = rbf_work_space_compiled(kernel)
+    terms = (np.empty(dim), np.empty(dim), np.empty((dim, dim)), np.empty((dim, dim)), np.empty((dim, dim)))
+    base_metric, factor, metric = np.empty((dim, dim)), np.empty((dim, dim)), np.empty((dim, dim))
+    value, error = np.empty(dim + 1), np.full(dim + 1, np.inf)
+    row, previous = np.empty((3, dim + 1)), np.empty((3, dim + 1))
+    curve, origin, centroid = np.empty((n_segments + 1, dim)), np.zeros(dim), np.zeros(dim)
+    for node in range(n_segments + 1):
+        t = node * (1.0 / n_segments) if node < n_segments else 1.0  # numpy.linspace(0, 1)
+        for i in range(dim):
+            curve[node, i] = t * step[i]
+            centroid[i] += curve[node, i]
+    for i in range(dim):
+        centroid[i] /= n_segments + 1
+    if not (_metric_at(kernel, origin, work, base_metric) and _metric_at(kernel, centroid, work, factor)):
+        return FAILED, value, 0.0, 0.0, curve, 0, False
+    if not cholesky_factor(factor, 0.0):
+        return FAILED, value, 0.0, 0.0, curve, 0, False
+    for i in range(dim):
+        for j in range(i + 1, dim):
+            factor[i, j] = 0.0
+    inverse_factor = np.empty((dim, dim))  # L^{-1}, column by column
+    for column in range(dim):
+        for i in range(dim):
+            origin[i] = 1.0 if i == column else 0.0
+        forward_substitution(factor, origin)
+        for i in range(dim):
+            inverse_factor[i, column] = origin[i]
+    offset, level, optimized, previous_gap, unresolved = 0, 0, True, 0.0, 0.0
+    while True:
+        if level >= n_levels:
+            return NEEDS_LEVEL, value, 0.0, 0.0, curve, n_segments, optimized
+        size = (n_segments - 1) ** 2
+        preconditioner = laplacians[offset : offset + size].reshape(n_segments - 1, n_segments - 1)
+        inverse_preconditioner = laplacians[offset + size : offset + 2 * size].reshape(n_segments - 1, n_segments - 1)
+        offset += 2 * size
+        normalizer = 0.0  # |L^T step|^2
+        for k in range(dim):
+            straight = 0.0
+            for j in range(k, dim):
+                straight += step[j] * factor[j, k]
+            normalizer += straight**2
+        chart = (curve, math.sqrt(normalizer) / math.sqrt(2.0 * n_segments * 1.0), normalizer, factor, inverse_factor,
+                 preconditioner, inverse_preconditioner)
+        level_tol = tol * (COARSE_TOL_FACTOR if level == 0 else 1.0)
+        state, scaled_energy, n_iter, norm = _newton(kernel, chart, level_tol, max_iter, work, terms)
+        if not math.isfinite(scaled_energy):
+            return FAILED, value, 0.0, 0.0, curve, n_segments, optimized
+        level_iters[level] = n_iter
+        optimized &= norm <= STALL_FACTOR * level_tol
+        energy = scaled_energy * normalizer
+        minimized = np.empty_like(curve)
+        _assign(minimized, state[0], 1.0)
+        if not _measure(kernel, minimized, energy, base_metric, work, terms, row[0]):
+            return FAILED, value, 0.0, 0.0, curve, n_segments, optimized
+        for j in range(1, min(level, 2) + 1):
+            for i in range(dim + 1):
+                row[j, i] = row[j - 1, i] + (row[j - 1, i] - previous[j - 1, i]) / (4.0**j - 1.0)
+        last = min(level, 2)
+        _assign(value, row[last], 1.0)
+        if level:
+            for i in range(dim + 1):
+                error[i] = ERROR_SAFETY * (row[last, i] - row[last - 1, i])
+            trapezoid = _trapezoid_energy(kernel, minimized, work, metric)
+            if not math.isfinite(trapezoid):
+                return FAILED, value, 0.0, 0.0, curve, n_segments, optimized
+            gap = abs(trapezoid * 1.0 - energy) / energy if energy > 0 else 0.0
+            unresolved = gap if level == 1 else (0.0 if previous_gap >= RESOLVED_RATIO * gap else gap)
+            previous_gap = gap
+        curve = minimized
+        dist_error, log_error = _estimates(value, error, unresolved, base_metric)
+        if 2 * n_segments > max_segments or (level >= 2 and dist_error <= rtol and log_error <= log_rtol):
+            return OK, value, dist_error, log_error, curve, n_segments, optimized
+        _assign(previous, row, 1.0)
+        fine = np.empty((2 * n_segments + 1, dim))  # refine: insert the midpoints
+        for node in range(n_segments + 1):
+            for i in range(dim):
+                fine[2 * node, i] = curve[node, i]
+                if node < n_segments:
+                    fine[2 * node + 1, i] = 0.5 * (curve[node + 1, i] + curve[node, i])
+        curve, n_segments, level = fine, 2 * n_segments, level + 1
+
+
+@njit(cache=True)
+def rbf_log_pairs(kernel, point, base_point, n_segments, max_segments, rtol, log_rtol, tol, max_iter, laplacians, n_levels):
+    """``EnergyLogSolver._solve_chunk`` with Newton for the pairs ``(point, base_point)`` ``(n, dim)`` of an RBF field.
+
+    Returns its outputs (velocity, length, error estimates, segments,
+    optimized, finest curves) plus the iterations per pair and level
+    ``(n, n_levels)`` and a status per pair (:data:`OK`, :data:`FAILED`:
+    take the numpy path, :data:`NEEDS_LEVEL`: pass more ``laplacians``
+    levels, :func:`laplacian_levels`).
+    """
+    n_pairs, dim = point.shape
+    velocity, length = np.empty((n_pairs, dim)), np.empty(n_pairs)
+    dist_error, log_error = np.zeros(n_pairs), np.zeros(n_pairs)
+    segments, optimized = np.ones(n_pairs, dtype=np.int64), np.ones(n_pairs, dtype=np.bool_)
+    level_iters, status = np.zeros((n_pairs, n_levels), dtype=np.int64), np.zeros(n_pairs, dtype=np.int64)
+    curves = [np.empty((0, dim)) for _ in range(n_pairs)]
+    work, metric = rbf_work_space_compiled(kernel), np.empty((dim, dim))
+    step, midpoint, centers = np.empty(dim), np.empty(dim), np.empty_like(kernel.centers)
+    for p in range(n_pairs):
+        largest, span = 0.0, 0.0
+        for i in range(dim):
+            step[i], midpoint[i] = point[p, i] - base_point[p, i], 0.5 * (point[p, i] + base_point[p, i])
+            largest, span = max(largest, abs(point[p, i]), abs(base_point[p, i])), max(span, abs(step[i]))
+        curve = np.empty((2, dim))
+        if not span > UNRESOLVED * (1.0 + largest):  # straight: round-off hides the geometry
+            if not _metric_at(kernel, midpoint, work, metric):
+                status[p] = FAILED
+                continue
+            length[p] = 0.0
+            for i in range(dim):
+                velocity[p, i], curve[0, i], curve[1, i] = step[i], base_point[p, i], point[p, i]
+                for j in range(dim):
+                    length[p] += step[i] * metric[i, j] * step[j]
+            length[p] = math.sqrt(length[p])
+            curves[p] = curve
+            continue
+        for r in range(len(centers)):  # coordinates relative to the base point
+            for i in range(dim):
+                centers[r, i] = kernel.centers[r, i] - base_point[p, i]
+        shifted = RBFKernel(centers, kernel.metrics, kernel.proximity, kernel.sigma, kernel.own_proximity)
+        status[p], value, dist_error[p], log_error[p], curve, segments[p], optimized[p] = _levels(
+            shifted, n_segments, step, max_segments, rtol, log_rtol, tol, max_iter, laplacians, n_levels, level_iters[p]
+        )
+        length[p] = value[0]
+        for i in range(dim):
+            velocity[p, i] = value[1 + i]
+            for node in range(len(curve)):
+                curve[node, i] += base_point[p, i]
+        curves[p] = curve
+    return velocity, length, dist_error, log_error, segments, optimized, curves, level_iters, status

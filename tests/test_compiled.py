@@ -1,0 +1,91 @@
+"""The compiled kernels (numba) against the numpy path: equal to 1e-12."""
+
+import numpy as np
+import pytest
+
+from riemlocal import LearnedMetricManifold, RBFLocalField, SmoothLocalField
+from riemlocal.fields import ConstantField
+from riemlocal.fields.kernels import COMPILED_MAX_WORK, compiled_kernel, rbf_acceleration, rbf_weights, rbf_work_space
+from riemlocal.numerics import ODEExpSolver, integrate_geodesic
+
+
+def random_spd(rng, n, dim, condition=30.0):
+    q, _ = np.linalg.qr(rng.normal(size=(n, dim, dim)))
+    eigenvalues = np.exp(rng.uniform(0.0, np.log(condition), (n, 1, dim)))
+    return (q * eigenvalues) @ q.transpose(0, 2, 1)
+
+
+def rbf_fields(dim, seed=0):
+    """A SmoothLocalField, an RBF field with each center's own proximity and one with a global proximity."""
+    rng = np.random.default_rng(seed)
+    centers, metrics = rng.normal(size=(6, dim)), random_spd(rng, 6, dim)
+    return [
+        SmoothLocalField(centers, metrics, rho=3.0 / dim),
+        RBFLocalField(centers, metrics, sigma=0.7 * dim),
+        RBFLocalField(centers, metrics, sigma=0.7 * dim, proximity=random_spd(rng, 1, dim)[0]),
+    ]
+
+
+def relative(a, b):
+    return np.max(np.abs(a - b)) / np.max(np.abs(b))
+
+
+@pytest.mark.parametrize("dim", [1, 2, 5])
+def test_point_kernels_equal_numpy(dim):
+    rng = np.random.default_rng(dim)
+    for field in rbf_fields(dim):
+        kernel, work = field.kernel, rbf_work_space(field.kernel)
+        for x, v in rng.normal(size=(10, 2, dim)) * 1.5:
+            weights, half_grad = np.empty(field.n_centers), np.empty((field.n_centers, dim))
+            assert rbf_weights(kernel, x, weights, half_grad)
+            assert relative(weights, field.weights(x)) < 1e-12
+            out = np.empty(dim)
+            assert rbf_acceleration(kernel, x, v, out, work)
+            assert relative(out, field._acceleration(v[None], x[None])[0]) < 1e-12
+
+
+@pytest.mark.parametrize("dim", [1, 2, 5])
+def test_batched_kernels_equal_numpy(dim):
+    """The public acceleration and its derivative run compiled; the numpy methods stay as the reference."""
+    rng = np.random.default_rng(20 + dim)
+    x, v, dx, dv = rng.normal(size=(4, 7, dim))
+    for field in rbf_fields(dim, seed=dim):
+        assert relative(field.geodesic_acceleration(v, x), field._acceleration(v, x)) < 1e-12
+        compiled = field.acceleration_derivative(v, x, dx, dv)
+        assert relative(compiled, field._acceleration_derivative(x, v, dx, dv)) < 1e-12
+
+
+@pytest.mark.parametrize("dim", [1, 2, 4])
+def test_compiled_exp_equals_numpy_path(dim):
+    rng = np.random.default_rng(10 + dim)
+    x, v = rng.normal(size=(2, 12, dim))
+    times = (0.0, 0.3, 1.0, 2.5)
+    for field in rbf_fields(dim, seed=dim):
+        compiled = integrate_geodesic(field, v, x, times, 1e-8, 1e-10)
+        numpy_path = integrate_geodesic(field, v, x, times, 1e-8, 1e-10, compiled=False)
+        assert relative(compiled, numpy_path) < 1e-12
+        np.testing.assert_array_equal(compiled[:, 0], x)
+
+
+def test_solver_and_manifold_option():
+    field = rbf_fields(2)[0]
+    v, x = np.array([[1.0, -0.5]]), np.array([[0.2, 0.1]])
+    assert relative(ODEExpSolver(field).exp(v, x), ODEExpSolver(field, compiled=False).exp(v, x)) < 1e-12
+    assert LearnedMetricManifold(field, compiled=False).metric.exp_solver.compiled is False
+    with pytest.raises(TypeError, match="compiled must be a bool"):
+        ODEExpSolver(field, compiled="yes")
+    assert ConstantField(np.eye(2)).kernel is None  # fields without a kernel take the numpy path
+    work = field.kernel.metrics.size  # R dim^2 per point
+    assert compiled_kernel(field, COMPILED_MAX_WORK // work) is not None
+    assert compiled_kernel(field, COMPILED_MAX_WORK // work + 1) is None  # large batches: numpy's BLAS
+
+
+def test_overflow_falls_back_to_the_numpy_path():
+    """Where a proximity overflows, the kernel declines and the numpy path (scaled scores) takes over."""
+    field = rbf_fields(2)[0]
+    far = np.array([[1e200, -1e200]])
+    weights, half_grad = np.empty(field.n_centers), np.empty((field.n_centers, 2))
+    assert not rbf_weights(field.kernel, far[0], weights, half_grad)
+    end = integrate_geodesic(field, np.ones((1, 2)), far)
+    assert np.all(np.isfinite(end))
+    np.testing.assert_array_equal(end, integrate_geodesic(field, np.ones((1, 2)), far, compiled=False))
