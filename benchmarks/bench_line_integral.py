@@ -83,14 +83,18 @@ def main():
         runs += [("line_length", 1), ("test", 1), ("train", 1)] if setting == "shortlist" else []
         for rule, n_jobs in runs:
             values, wall, cpu = timed(
-                lambda: distance(field, queries[:, None, :], points, rule=rule, squared=True, n_jobs=n_jobs)
+                lambda points=points, rule=rule, n_jobs=n_jobs: distance(
+                    field, queries[:, None, :], points, rule=rule, squared=True, n_jobs=n_jobs
+                )
             )
             name = f"`{rule}`, envelope walk" if rule.startswith("line") else f"`{rule}`"
             rows.append((setting, f"{name}, one batched call", n_jobs, points.size // field.dim, wall, cpu if n_jobs == 1 else float("nan")))
             if (setting, rule, n_jobs) == ("shortlist", "line", 1):
                 energies = values
-        per_query, wall, cpu = timed(
-            lambda: [distance(field, query, shortlist, rule="line", squared=True) for query, shortlist in zip(queries, points)]
+        _, wall, cpu = timed(
+            lambda points=points: [
+                distance(field, query, shortlist, rule="line", squared=True) for query, shortlist in zip(queries, points)
+            ]
         )
         rows.append((setting, "`line`, envelope walk, one call per query", 1, points.size // field.dim, wall, cpu))
 

@@ -4,11 +4,18 @@ import re
 
 import numpy as np
 import pytest
+from helpers import random_spd
 from joblib import parallel_config
 
-from helpers import random_spd
 from riemlocal.distances import distance, pairwise_distances
-from riemlocal.fields import ConstantField, MetricField, NearestLocalField, RBFLocalField, SmoothLocalField, _envelope
+from riemlocal.fields import (
+    ConstantField,
+    MetricField,
+    NearestLocalField,
+    RBFLocalField,
+    SmoothLocalField,
+    _envelope,
+)
 from riemlocal.fields._envelope import _lower_envelope
 from riemlocal.utils.arrays import quadratic_forms
 
@@ -208,7 +215,7 @@ def test_pruning_keeps_a_cell_entered_only_inside_the_segment(stiffness, loose, 
     centers = np.r_[[x, y, 0.5 * (x + y)], rng.normal(size=(60, dim)) + np.r_[0.0, 6.0, np.zeros(dim - 2)]]
     field = NearestLocalField(centers, np.r_[[np.eye(dim), np.eye(dim), stiff], random_spd(rng, 60, dim)])
     sizes = count_exact_curvatures(monkeypatch)
-    pair, span, cell, _ = field.segment_cells(x, y)
+    _, span, cell, _ = field.segment_cells(x, y)
     width = 1.0 / (1.0 + np.sqrt(stiffness))
     assert list(cell) == [0, 2, 1] and sizes[0] < 10
     np.testing.assert_allclose(span, [(1 - width) / 2, width, (1 - width) / 2], rtol=1e-12)

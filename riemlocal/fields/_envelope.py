@@ -40,7 +40,7 @@ _MARGIN = 1.0 + 1e-6  # covers the float64 rounding of the bounds themselves
 EnvelopeArrays = namedtuple(
     "EnvelopeArrays", ["packed", "full", "scale", "spread", "rows", "cols", "norm_error", "product_error", "float64_error"]
 )
-EnvelopeArrays.__doc__ = r"""Per-field data of the float32 curvature bounds (own metrics).
+EnvelopeArrays.__doc__ = r"""Per-field data of the float32 estimates and their bounds (own metrics).
 
 ``packed`` ``(R, K(K+1)/2)`` float32: the upper triangles of :math:`P_r / \sigma_r`,
 off-diagonals doubled; ``full`` ``(R K, K)`` float32: the stacked :math:`P_r / \sigma_r`;
@@ -144,7 +144,7 @@ def _packed_norms(arrays, points):
     float32 terms (any order, with or without FMA), after 4 roundings of each
     term's factors, is off by at most :math:`\gamma_{n+4} \sum |p_i p_j| |P_{ij}|
     \le \gamma_{n+4} \nu_r |p|^2`, :math:`\gamma_m = m u / (1 - m u)`, :math:`u = 2^{-24}`;
-    underflow adds at most :math:`4 n 2^{-126} s^2 \sigma_r \le 32 n 2^{-126} \nu_r |p|^2`.
+    underflow adds at most :math:`4 n 2^{-126} s^2 \sigma_r \le 64 n 2^{-126} \nu_r |p|^2`.
     """
     size = len(arrays.rows)
     scale = np.ldexp(1.0, np.frexp(np.max(np.abs(points), axis=1, initial=0.0))[1])
@@ -192,7 +192,7 @@ def _parabolas(context, queries, Y, local, y_index):
     (reused by all its candidates); per pair :math:`b_r = 2 d^T h_r` and
     :math:`a_r = y^T P_r y - 2 y^T P_r x + x^T P_r x`. With own metrics, :math:`P_r x` and
     :math:`y^T P_r y` come from float32 products (error bound from :class:`EnvelopeArrays`);
-    with one global :math:`P` everything is exact float64 (:math:`\epsilon = 0`).
+    with one global :math:`P` everything is exact float64 (bounds 0).
     """
     field, centers, candidate_norms, candidate_squares = context
     x = queries - field._origin

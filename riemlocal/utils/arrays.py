@@ -1,8 +1,10 @@
 """Array helpers shared by fields and rules."""
 
+from itertools import pairwise
+
 import numpy as np
 
-__all__ = ["unique_rows", "quadratic_forms", "CACHE_ELEMENTS", "TASK_ELEMENTS"]
+__all__ = ["CACHE_ELEMENTS", "TASK_ELEMENTS", "quadratic_forms", "unique_rows"]
 
 #: floats in a temporary that should stay in cache, e.g. (chunk, R, D) blends of a field (512 KB:
 #: 3x faster than 64 MB ones at D = 100)
@@ -31,7 +33,7 @@ def quadratic_forms(matrices, index, vectors):
     index = index[order]
     bounds = np.r_[0, np.flatnonzero(np.diff(index)) + 1, len(index)]
     out = np.empty((len(index),) + stacked.shape[1:2] * 2)
-    for lo, hi in zip(bounds[:-1], bounds[1:]):
+    for lo, hi in pairwise(bounds):
         group = stacked[order[lo:hi]]
         product = (group.reshape(-1, group.shape[-1]) @ matrices[index[lo]]).reshape(group.shape)  # one GEMM
         out[order[lo:hi]] = np.einsum("pik,pjk->pij", product, group)
