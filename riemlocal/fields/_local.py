@@ -14,12 +14,14 @@ center's own metric: the anisotropic Voronoi diagram of Ramanan & Baker eq.
 20--21) or one global matrix ``proximity``.
 """
 
+from functools import cached_property
+
 import numpy as np
 
 from ..utils.arrays import CACHE_ELEMENTS, TASK_ELEMENTS
 from ..utils.validation import check_broadcast, check_points, check_positive, check_spd, solve_spd
 from ._base import MetricField, SegmentCells
-from ._envelope import envelope_cells
+from ._envelope import envelope_arrays, envelope_cells
 from .kernels import RBFKernel, compiled_kernel, rbf_acceleration_derivatives, rbf_accelerations
 
 __all__ = ["NearestLocalField", "RBFLocalField", "SmoothLocalField"]
@@ -179,6 +181,11 @@ class NearestLocalField(_LocalField):
 
     def metric_matrix(self, base_point):
         return self.metrics[self.nearest_center(base_point)]
+
+    @cached_property
+    def _envelope_arrays(self):
+        """Float32 packed metrics and their bounds for :meth:`segment_cells` (own metrics), made once, read-only."""
+        return envelope_arrays(self)
 
     def segment_cells(self, start_point, end_point):
         """Cells crossed by each segment: the pieces of the lower envelope of the centers' parabolas."""
