@@ -199,6 +199,29 @@ def test_pruned_envelope_is_exact(dim, n_centers, condition, monkeypatch):
     assert 0 < sizes[0] < 0.25 * len(X) * n_centers  # pruning is active: most curvatures never formed (one call)
 
 
+def test_per_query_calls_reuse_candidate_norms(monkeypatch):
+    """Per-query calls remember each candidate's float32 norms on the field: computed once per distinct
+    candidate, the same values as one batched call, and the memo stays within TASK_ELEMENTS numbers."""
+    rng = np.random.default_rng(5)
+    dim, n_centers = 8, 50
+    field = NearestLocalField(rng.normal(size=(n_centers, dim)), random_spd(rng, n_centers, dim, 100.0))
+    train, queries = 1.5 * rng.normal(size=(2, 30, dim))
+    candidates = train[rng.integers(0, 30, size=(len(queries), 6))]
+    computed = []
+    packed_norms = _envelope._packed_norms
+    monkeypatch.setattr(_envelope, "_packed_norms", lambda arrays, points: computed.append(len(points)) or packed_norms(arrays, points))
+    per_query = np.array([distance(field, q, c, rule="line", squared=True) for q, c in zip(queries, candidates)])
+    assert sum(computed) == len(field._norm_memo) == len(np.unique(candidates.reshape(-1, dim), axis=0))
+    batched = distance(field, queries[:, None], candidates, rule="line", squared=True)
+    np.testing.assert_allclose(per_query, batched, rtol=1e-14)
+    np.testing.assert_allclose(batched, unpruned_walk(field, queries.repeat(6, 0), candidates.reshape(-1, dim))[0].reshape(batched.shape), rtol=1e-12)
+    monkeypatch.setattr(_envelope, "TASK_ELEMENTS", 10 * n_centers)  # room for 10 candidates: the memo is cleared
+    field._norm_memo.clear()
+    for q, c in zip(queries, candidates):
+        distance(field, q, c, rule="line")
+        assert len(field._norm_memo) * n_centers <= 10 * n_centers
+
+
 @pytest.mark.parametrize("stiffness", [1e2, 1e4])
 @pytest.mark.parametrize("loose", [False, True])
 def test_pruning_keeps_a_cell_entered_only_inside_the_segment(stiffness, loose, monkeypatch):

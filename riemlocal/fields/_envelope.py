@@ -129,11 +129,28 @@ def _envelope_context(field, Y):
     centers = field.centers - field._origin
     if field.proximity is not None:
         return _Context(field, centers, None, None)
-    arrays = field._envelope_arrays
     shifted = Y - field._origin
-    step = max(1, TASK_ELEMENTS // len(arrays.rows))
-    norms = np.concatenate([_packed_norms(arrays, shifted[lo : lo + step]) for lo in range(0, len(Y), step)])
-    return _Context(field, centers, norms, np.einsum("pi,pi->p", shifted, shifted))
+    return _Context(field, centers, _candidate_norms(field, Y), np.einsum("pi,pi->p", shifted, shifted))
+
+
+def _candidate_norms(field, Y):
+    """:func:`_packed_norms` of the rows of ``Y`` ``(n, R)``, remembered per field (``field._norm_memo``,
+    keyed by the rows' bytes, up to ``TASK_ELEMENTS`` numbers): per-query calls share their candidates."""
+    arrays, memo = field._envelope_arrays, field._norm_memo
+    keys = [row.tobytes() for row in Y]
+    new = {key: row for key, row in zip(keys, Y) if key not in memo}
+    found = {}
+    if new:
+        shifted = np.array(list(new.values())) - field._origin
+        step = max(1, TASK_ELEMENTS // len(arrays.rows))
+        norms = np.concatenate([_packed_norms(arrays, shifted[lo : lo + step]) for lo in range(0, len(shifted), step)])
+        found = dict(zip(new, norms))
+    result = np.array([found[key] if key in found else memo[key] for key in keys]).reshape(len(keys), field.n_centers)
+    if (len(memo) + len(found)) * field.n_centers > TASK_ELEMENTS:
+        memo.clear()
+    if len(found) * field.n_centers <= TASK_ELEMENTS:
+        memo.update(found)
+    return result
 
 
 def _packed_norms(arrays, points):

@@ -151,6 +151,7 @@ class NearestLocalField(_LocalField):
         shifted = self.centers - self._origin
         self._shifted_products = self._proximity_products(shifted[None])[0]  # P_r c_r
         self._shifted_norms = np.einsum("rd,rd->r", self._shifted_products, shifted)  # c_r^T P_r c_r
+        self._norm_memo = {}  # line rule: float32 y^T P_r y of candidates seen before (fields/_envelope.py)
 
     def nearest_center(self, base_point):
         r"""Index of the active cell at each point, shape ``(...)``.
