@@ -138,14 +138,16 @@ def _candidate_norms(field, Y):
     keyed by the rows' bytes, up to ``TASK_ELEMENTS`` numbers): per-query calls share their candidates."""
     arrays, memo = field._envelope_arrays, field._norm_memo
     keys = [row.tobytes() for row in Y]
-    new = {key: row for key, row in zip(keys, Y) if key not in memo}
+    cached = [memo.get(key) for key in keys]  # read once: safe if another thread clears the memo
+    new = {key: row for key, row, value in zip(keys, Y, cached) if value is None}
     found = {}
     if new:
         shifted = np.array(list(new.values())) - field._origin
         step = max(1, TASK_ELEMENTS // len(arrays.rows))
         norms = np.concatenate([_packed_norms(arrays, shifted[lo : lo + step]) for lo in range(0, len(shifted), step)])
         found = dict(zip(new, norms))
-    result = np.array([found[key] if key in found else memo[key] for key in keys]).reshape(len(keys), field.n_centers)
+    result = np.array([found[key] if value is None else value for key, value in zip(keys, cached)])
+    result = result.reshape(len(keys), field.n_centers)
     if (len(memo) + len(found)) * field.n_centers > TASK_ELEMENTS:
         memo.clear()
     if len(found) * field.n_centers <= TASK_ELEMENTS:
