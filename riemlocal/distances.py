@@ -48,7 +48,7 @@ from sklearn.exceptions import ConvergenceWarning
 
 from .fields import MetricField
 from .manifold import LearnedMetricManifold
-from .utils.arrays import TASK_ELEMENTS, unique_rows
+from .utils.arrays import TASK_ELEMENTS, quadratic_forms, unique_rows
 from .utils.parallel import parallel_map
 from .utils.validation import check_bool, check_option, check_points
 
@@ -236,18 +236,6 @@ def _point_chunks(n_points, per_point):
     return [slice(lo, lo + step) for lo in range(0, n_points, step)]
 
 
-def _quadratic_forms(matrices, index, vectors):
-    r""":math:`v_p^T A_{i_p} v_p` for each row, grouped by matrix (one product per distinct :math:`i`)."""
-    order = np.argsort(index, kind="stable")
-    index, vectors = index[order], vectors[order]
-    bounds = np.r_[0, np.flatnonzero(np.diff(index)) + 1, len(index)]
-    out = np.empty(len(vectors))
-    for lo, hi in zip(bounds[:-1], bounds[1:]):
-        rows = vectors[lo:hi]
-        out[order[lo:hi]] = np.einsum("pi,pi->p", rows @ matrices[index[lo]], rows)
-    return out
-
-
 # --------------------------------------------------------------------------- frozen rules
 
 
@@ -262,7 +250,7 @@ def _frozen_task(field, X, Y, x_index, y_index):
     for chunk in _point_chunks(len(used), field.dim**2):
         mask = (local >= chunk.start) & (local < chunk.stop)
         metrics = field.metric_matrix(X[used[chunk]])
-        energy[mask] = _quadratic_forms(metrics, local[mask] - chunk.start, d[mask])
+        energy[mask] = quadratic_forms(metrics, local[mask] - chunk.start, d[mask])
     return energy, np.sqrt(energy)
 
 
@@ -281,7 +269,7 @@ def _cells_task(field, X, Y, x_index, y_index):
             "non-negative span summing to 1"
         )
     d = (end - start)[pair]
-    speed2 = _quadratic_forms(np.asarray(metrics, dtype=float), cell, d)
+    speed2 = quadratic_forms(np.asarray(metrics, dtype=float), cell, d)
     return (
         np.bincount(pair, weights=span * speed2, minlength=n),
         np.bincount(pair, weights=span * np.sqrt(np.maximum(speed2, 0.0)), minlength=n),

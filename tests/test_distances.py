@@ -4,11 +4,20 @@ import re
 
 import numpy as np
 import pytest
+from helpers import random_spd
 from joblib import parallel_config
 
-from helpers import random_spd
 from riemlocal.distances import distance, pairwise_distances
-from riemlocal.fields import ConstantField, MetricField, NearestLocalField, RBFLocalField, SmoothLocalField
+from riemlocal.fields import (
+    ConstantField,
+    MetricField,
+    NearestLocalField,
+    RBFLocalField,
+    SmoothLocalField,
+    _envelope,
+)
+from riemlocal.fields._envelope import _lower_envelope
+from riemlocal.utils.arrays import quadratic_forms
 
 
 def paper_line_integral(field, x, y):
@@ -130,6 +139,173 @@ def test_duplicate_centers_give_equal_parabolas():
     X, Y = 2.0 * rng.normal(size=(2, 5, 3))
     for rule in ("line", "line_length"):
         np.testing.assert_allclose(distance(doubled, X, Y, rule=rule), distance(field, X, Y, rule=rule), rtol=1e-13)
+
+
+def unpruned_walk(field, X, Y):
+    """Energies and lengths from the envelope walk on every center's exact parabola (no pruning),
+    coefficients from differences with einsum, independently of the field's own code."""
+    d, v = Y - X, X[:, None, :] - field.centers
+    proximity = field.metrics if field.proximity is None else np.broadcast_to(field.proximity, field.metrics.shape)
+    a = np.einsum("pi,rij,pj->pr", d, proximity, d)
+    b = 2 * np.einsum("pi,rij,prj->pr", d, proximity, v)
+    c = np.einsum("pri,rij,prj->pr", v, proximity, v)
+    pair, cell, span = _lower_envelope(a, b, c)
+    speed2 = np.einsum("pi,pij,pj->p", d[pair], field.metrics[cell], d[pair])
+    return np.bincount(pair, span * speed2), np.bincount(pair, span * np.sqrt(speed2))
+
+
+def count_exact_curvatures(monkeypatch):
+    """Spy on the exact float64 curvatures the pruned walk computes: returns the list of batch sizes."""
+    sizes = []
+
+    def spy(matrices, index, vectors):
+        sizes.append(len(index))
+        return quadratic_forms(matrices, index, vectors)
+
+    monkeypatch.setattr(_envelope, "quadratic_forms", spy)
+    return sizes
+
+
+def assert_exact(field, X, Y, rtol=1e-12, paper=True):
+    """Pruned walk = unpruned walk (and the paper's algorithm) to ``rtol``; each piece's cell is the
+    nearest center at the piece's midpoint."""
+    energy = distance(field, X, Y, rule="line", squared=True)
+    length = distance(field, X, Y, rule="line_length")
+    reference = unpruned_walk(field, X, Y)
+    np.testing.assert_allclose(energy, reference[0], rtol=rtol)
+    np.testing.assert_allclose(length, reference[1], rtol=rtol)
+    if paper:
+        expected = np.array([paper_line_integral(field, x, y) for x, y in zip(X, Y)])
+        np.testing.assert_allclose(energy, expected[:, 0], rtol=rtol)
+        np.testing.assert_allclose(length, expected[:, 1], rtol=rtol)
+    pair, span, cell, _ = field.segment_cells(X, Y)
+    order = np.argsort(pair, kind="stable")  # pieces of one segment come in order along it
+    pair, span, cell = pair[order], span[order], cell[order]
+    ends = np.cumsum(span) - np.r_[0.0, np.cumsum(span)][np.searchsorted(pair, pair)]
+    middle = ends - 0.5 * span
+    wide = span > 1e-6  # a midpoint decides a piece's cell unless the piece is within rounding of a boundary
+    points = X[pair] + middle[:, None] * (Y - X)[pair]
+    np.testing.assert_array_equal(field.nearest_center(points[wide]), cell[wide])
+
+
+@pytest.mark.parametrize("dim, n_centers, condition", [(4, 60, 10.0), (12, 120, 100.0), (30, 200, 1e3)])
+def test_pruned_envelope_is_exact(dim, n_centers, condition, monkeypatch):
+    """Random fields where the float32 bounds prune most centers: same cells and sums as the unpruned walk."""
+    rng = np.random.default_rng(dim)
+    field = NearestLocalField(rng.normal(size=(n_centers, dim)), random_spd(rng, n_centers, dim, condition))
+    X, Y = 1.5 * rng.normal(size=(2, 40, dim))
+    sizes = count_exact_curvatures(monkeypatch)
+    assert_exact(field, X, Y, paper=dim <= 12)
+    assert 0 < sizes[0] < 0.25 * len(X) * n_centers  # pruning is active: most curvatures never formed (one call)
+
+
+def test_per_query_calls_reuse_candidate_norms(monkeypatch):
+    """Per-query calls remember each candidate's float32 norms on the field: computed once per distinct
+    candidate, the same values as one batched call, and the memo stays within TASK_ELEMENTS numbers."""
+    rng = np.random.default_rng(5)
+    dim, n_centers = 8, 50
+    field = NearestLocalField(rng.normal(size=(n_centers, dim)), random_spd(rng, n_centers, dim, 100.0))
+    train, queries = 1.5 * rng.normal(size=(2, 30, dim))
+    candidates = train[rng.integers(0, 30, size=(len(queries), 6))]
+    computed = []
+    packed_norms = _envelope._packed_norms
+    monkeypatch.setattr(_envelope, "_packed_norms", lambda arrays, points: computed.append(len(points)) or packed_norms(arrays, points))
+    per_query = np.array([distance(field, q, c, rule="line", squared=True) for q, c in zip(queries, candidates)])
+    assert sum(computed) == len(field._norm_memo) == len(np.unique(candidates.reshape(-1, dim), axis=0))
+    batched = distance(field, queries[:, None], candidates, rule="line", squared=True)
+    np.testing.assert_allclose(per_query, batched, rtol=1e-14)
+    np.testing.assert_allclose(batched, unpruned_walk(field, queries.repeat(6, 0), candidates.reshape(-1, dim))[0].reshape(batched.shape), rtol=1e-12)
+    monkeypatch.setattr(_envelope, "TASK_ELEMENTS", 10 * n_centers)  # room for 10 candidates: the memo is cleared
+    field._norm_memo.clear()
+    for q, c in zip(queries, candidates):
+        distance(field, q, c, rule="line")
+        assert len(field._norm_memo) * n_centers <= 10 * n_centers
+
+
+@pytest.mark.parametrize("stiffness", [1e2, 1e4])
+@pytest.mark.parametrize("loose", [False, True])
+def test_pruning_keeps_a_cell_entered_only_inside_the_segment(stiffness, loose, monkeypatch):
+    """Center 2 sits on the segment's midpoint with a metric ``s`` times stiffer along it: its parabola
+    16 s (t - 1/2)^2 is above the end centers' 16 t^2 and 16 (1 - t)^2 at both ends and lowest on the
+    sliver |t - 1/2| < w / 2, w = 1 / (1 + sqrt(s)); the other 60 centers lie off the segment (pruned).
+    ``loose``: its metric also has an eigenvalue 1e8 across the segment, which leaves its parabola
+    unchanged but its float32 bounds far from it (the lower one must still decide)."""
+    rng = np.random.default_rng(7)
+    dim = 6
+    x, y = np.zeros(dim), np.r_[4.0, np.zeros(dim - 1)]
+    stiff = np.eye(dim)
+    stiff[0, 0], stiff[3, 3] = stiffness, 1e8 if loose else 1.0
+    centers = np.r_[[x, y, 0.5 * (x + y)], rng.normal(size=(60, dim)) + np.r_[0.0, 6.0, np.zeros(dim - 2)]]
+    field = NearestLocalField(centers, np.r_[[np.eye(dim), np.eye(dim), stiff], random_spd(rng, 60, dim)])
+    sizes = count_exact_curvatures(monkeypatch)
+    _, span, cell, _ = field.segment_cells(x, y)
+    width = 1.0 / (1.0 + np.sqrt(stiffness))
+    assert list(cell) == [0, 2, 1] and sizes[0] < 10
+    np.testing.assert_allclose(span, [(1 - width) / 2, width, (1 - width) / 2], rtol=1e-12)
+    energy = distance(field, x, y, rule="line", squared=True)
+    np.testing.assert_allclose(energy, 16.0 * (1 - width) + 16.0 * stiffness * width, rtol=1e-12)
+    offsets = np.array([0.0, 0.25, 0.5, 1.0])[:, None] * np.r_[0.0, 0.0, 1.0, np.zeros(dim - 3)]
+    assert_exact(field, x + offsets, y - offsets[::-1])
+
+
+def test_pruning_with_ties_and_huge_eigenvalue_ratios(monkeypatch):
+    """Duplicated centers (identical parabolas, ties everywhere) and metrics with eigenvalue ratios up to
+    1e9 (float32 bounds far looser for those centers): the same values as without duplicates, exact."""
+    rng = np.random.default_rng(11)
+    dim, n_centers = 10, 80
+    metrics = random_spd(rng, n_centers, dim, condition=30.0)
+    metrics[:8] = random_spd(rng, 8, dim, condition=1e9)
+    centers = rng.normal(size=(n_centers, dim))
+    field = NearestLocalField(centers, metrics)
+    doubled = NearestLocalField(np.r_[centers, centers[::-1]], np.r_[metrics, metrics[::-1]])
+    X, Y = 1.5 * rng.normal(size=(2, 30, dim))
+    sizes = count_exact_curvatures(monkeypatch)
+    assert_exact(field, X, Y)
+    assert sizes[0] < 0.5 * len(X) * n_centers
+    for rule in ("line", "line_length"):
+        np.testing.assert_allclose(distance(doubled, X, Y, rule=rule), distance(field, X, Y, rule=rule), rtol=1e-13)
+
+
+def test_compiled_candidates_equal_numpy():
+    """The compiled pruning test takes the same decisions as the numpy one, bit for bit, on random
+    brackets with ties, exact parabolas (zero errors), touching vertices and rows that are not finite."""
+    rng = np.random.default_rng(5)
+    shape = (300, 40)
+    quadratic, linear, constant = rng.exponential(size=shape), rng.normal(size=shape), rng.exponential(size=shape)
+    curvature_error, offset_error = 0.05 * rng.exponential(size=shape), 0.01 * rng.exponential(size=shape)
+    quadratic[:20], linear[:20], constant[:20] = quadratic[:20, :1], linear[:20, :1], constant[:20, :1]  # all tied
+    curvature_error[20:40], offset_error[20:40], quadratic[40:60] = 0.0, 0.0, 0.0  # exact; lines
+    linear[60:80] = -2.0 * quadratic[60:80] * rng.choice([0.0, 0.25, 0.5, 1.0], (20, 1))  # vertices on grid points
+    constant[80], quadratic[81, 3], offset_error[82, 5], linear[83, 7] = np.nan, np.inf, np.inf, -np.inf
+    for n_pieces in (1, 4, 16):
+        arguments = (quadratic, linear, constant, curvature_error, offset_error, n_pieces)
+        compiled = _envelope._envelope_candidates(*arguments)
+        with np.errstate(invalid="ignore"):  # inf - inf in the rows that are not finite
+            np.testing.assert_array_equal(compiled, _envelope._envelope_candidates(*arguments, compiled=False))
+        assert 0 < compiled.sum() < compiled.size and compiled[[80, 81, 83]].all() and compiled[82, 5]
+    exact = (quadratic[20:40], linear[20:40], constant[20:40])
+    np.testing.assert_array_equal(_envelope._envelope_candidates(*exact), _envelope._envelope_candidates(*exact, compiled=False))
+
+
+@pytest.mark.parametrize("magnitude", [1e-30, 1.0, 1e30])
+def test_float32_bounds_hold(magnitude):
+    """The float32 norms y^T P_r y and products P_r x stay within their stated bounds, at any scale and conditioning."""
+    rng = np.random.default_rng(3)
+    dim = 40
+    metrics = random_spd(rng, 30, dim, condition=1e8) * magnitude
+    field = NearestLocalField(rng.normal(size=(30, dim)), metrics)
+    arrays = field._envelope_arrays
+    points = rng.normal(size=(50, dim)) * np.geomspace(1e-10, 1e10, dim)  # widely spread coordinates
+    norms = np.einsum("pi,pi->p", points, points)
+    estimate = _envelope._packed_norms(arrays, points)
+    exact = np.einsum("pi,rij,pj->pr", points, metrics, points)
+    assert np.all(np.abs(estimate - exact) <= arrays.norm_error * norms[:, None] * arrays.spread)
+    scale = np.ldexp(1.0, np.frexp(np.abs(points).max(axis=1))[1])
+    products = ((points / scale[:, None]).astype(np.float32) @ arrays.full.T).astype(float).reshape(50, 30, dim)
+    products *= (scale[:, None] * arrays.scale)[:, :, None]
+    error = np.linalg.norm(products - np.einsum("rij,pj->pri", metrics, points), axis=2)
+    assert np.all(error <= arrays.product_error * np.sqrt(norms)[:, None] * arrays.spread)
+    assert not arrays.packed.flags.writeable and not arrays.full.flags.writeable
 
 
 class UserConstantField(MetricField):

@@ -14,12 +14,14 @@ center's own metric: the anisotropic Voronoi diagram of Ramanan & Baker eq.
 20--21) or one global matrix ``proximity``.
 """
 
+from functools import cached_property
+
 import numpy as np
 
 from ..utils.arrays import CACHE_ELEMENTS, TASK_ELEMENTS
 from ..utils.validation import check_broadcast, check_points, check_positive, check_spd, solve_spd
 from ._base import MetricField, SegmentCells
-from ._envelope import envelope_cells
+from ._envelope import envelope_arrays, envelope_cells
 from .kernels import RBFKernel, compiled_kernel, rbf_acceleration_derivatives, rbf_accelerations
 
 __all__ = ["NearestLocalField", "RBFLocalField", "SmoothLocalField"]
@@ -148,6 +150,7 @@ class NearestLocalField(_LocalField):
     def __init__(self, centers, metrics, proximity=None):
         super().__init__(centers, metrics, proximity)
         self._shifted_norms = np.einsum("rd,rd->r", self._shifted_products, self.centers - self._origin)  # c_r^T P_r c_r
+        self._norm_memo = {}  # line rule: float32 y^T P_r y of candidates seen before (fields/_envelope.py)
 
     def nearest_center(self, base_point):
         r"""Index of the active cell at each point, shape ``(...)``.
@@ -178,6 +181,11 @@ class NearestLocalField(_LocalField):
 
     def metric_matrix(self, base_point):
         return self.metrics[self.nearest_center(base_point)]
+
+    @cached_property
+    def _envelope_arrays(self):
+        """Float32 packed metrics and their bounds for :meth:`segment_cells` (own metrics), made once, read-only."""
+        return envelope_arrays(self)
 
     def segment_cells(self, start_point, end_point):
         """Cells crossed by each segment: the pieces of the lower envelope of the centers' parabolas."""

@@ -156,6 +156,27 @@ def cholesky_solve(matrix, vector):
     return True
 
 
+@njit(cache=True, inline="always")
+def _local_products(kernel, v, weights, half_grad, local, quadratics):
+    r""":math:`M_r v` into ``local``, :math:`q_r = v^T M_r v` and :math:`\nu_r = h_r \cdot v` into ``quadratics``; returns :math:`\bar q, \bar \nu`."""
+    metrics = kernel.metrics
+    n_centers, dim = kernel.centers.shape
+    mean_q, mean_nu = 0.0, 0.0
+    for r in range(n_centers):
+        q, nu = 0.0, 0.0
+        for i in range(dim):
+            total = 0.0
+            for j in range(dim):
+                total += metrics[r, i, j] * v[j]
+            local[r, i] = total
+            q += total * v[i]
+            nu += half_grad[r, i] * v[i]
+        quadratics[0, r], quadratics[1, r] = q, nu
+        mean_q += weights[r] * q
+        mean_nu += weights[r] * nu
+    return mean_q, mean_nu
+
+
 @njit(cache=True)
 def rbf_energy_terms(kernel, x, v, work, metric_v, gradient, hessian_x, mixed, hessian_v, hessian):
     r"""Derivatives of :math:`f = v^T M(x) v` at one point (:meth:`RBFLocalField._energy_terms`); False on failure.
@@ -174,17 +195,7 @@ def rbf_energy_terms(kernel, x, v, work, metric_v, gradient, hessian_x, mixed, h
         return False
     metrics, sigma = kernel.metrics, kernel.sigma
     n_centers, dim = kernel.centers.shape
-    mean_q = 0.0
-    for r in range(n_centers):
-        q = 0.0
-        for i in range(dim):
-            total = 0.0
-            for j in range(dim):
-                total += metrics[r, i, j] * v[j]
-            local[r, i] = total
-            q += total * v[i]
-        quadratics[0, r] = q
-        mean_q += weights[r] * q
+    mean_q = _local_products(kernel, v, weights, half_grad, local, quadratics)[0]
     for i in range(dim):
         metric_v[i], gradient[i] = 0.0, 0.0
     for r in range(n_centers):
@@ -241,21 +252,8 @@ def rbf_acceleration(kernel, x, v, out, work):
     weights, half_grad, local, quadratics, metric = work[0], work[1], work[2], work[3], work[4]
     if not rbf_weights(kernel, x, weights, half_grad):
         return False
-    metrics = kernel.metrics
     n_centers, dim = kernel.centers.shape
-    mean_q, mean_nu = 0.0, 0.0
-    for r in range(n_centers):
-        q, nu = 0.0, 0.0
-        for i in range(dim):
-            total = 0.0
-            for j in range(dim):
-                total += metrics[r, i, j] * v[j]
-            local[r, i] = total
-            q += total * v[i]
-            nu += half_grad[r, i] * v[i]
-        quadratics[0, r], quadratics[1, r] = q, nu
-        mean_q += weights[r] * q
-        mean_nu += weights[r] * nu
+    mean_q, mean_nu = _local_products(kernel, v, weights, half_grad, local, quadratics)
     for i in range(dim):
         out[i] = 0.0
     scale = -1.0 / kernel.sigma

@@ -87,7 +87,7 @@ def check_broadcast(dim, *named):
 def broadcast_flat(dim, *named):
     """:func:`check_broadcast`, then every array broadcast and flattened to ``(n, dim)``; also returns the batch shape."""
     shape, arrays = check_broadcast(dim, *named)
-    return shape[:-1], [np.broadcast_to(array, shape).reshape(-1, dim) for array in arrays]
+    return shape[:-1], [(array if array.shape == shape else np.broadcast_to(array, shape)).reshape(-1, dim) for array in arrays]
 
 
 def check_spd(matrices, name="metric", dim=None, rtol=1e-8):
