@@ -153,6 +153,7 @@ def minimize_curve_energy(
     factors : tuple of ndarray of shape (n_problems, dim, dim), default=None
         :math:`L_b` and :math:`L_b^{-1}` (:func:`mean_metric_factors`, the default), to reuse them across calls.
     node_chart : bool, default=False
+        Map the interior offsets by the node-wise factors above (L-BFGS only).
 
     Returns
     -------
