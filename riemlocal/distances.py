@@ -72,7 +72,7 @@ _QUADRATURE_PAIRS = 256  # pairs integrated together by quad_vec (they share sub
 _QUADRATURE_RTOL = 1e-10
 _GEODESIC_PAIRS = 256  # geodesic problems solved jointly (per pair, 4x cheaper than 16 at D = 10)
 # coarsest segments of geodesic distances: a length is second order in the curve, so 6, 12, 24 segments
-# certify rtol for 0.75-0.86x the time of Log's 8, 16, 32 (D = 2-20, 256 pairs; estimates as honest)
+# certify rtol for 0.74-0.86x the time of Log's 8, 16, 32 (D = 2-20, 256 pairs; estimates as honest)
 _GEODESIC_SEGMENTS = 6
 
 
