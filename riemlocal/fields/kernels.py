@@ -196,15 +196,17 @@ def rbf_energy_terms(kernel, x, v, work, metric_v, gradient, hessian_x, mixed, h
     metrics, sigma = kernel.metrics, kernel.sigma
     n_centers, dim = kernel.centers.shape
     mean_q = _local_products(kernel, v, weights, half_grad, local, quadratics)[0]
-    for r in range(n_centers):
-        quadratics[1, r] = weights[r] * (quadratics[0, r] - mean_q)
-    # sums over the centers in scalars, one entry at a time (no store-to-load chains through memory)
     for i in range(dim):
-        product, slope = 0.0, 0.0
-        for r in range(n_centers):
-            product += weights[r] * local[r, i]
-            slope += quadratics[1, r] * half_grad[r, i]
-        metric_v[i], gradient[i] = product, (-2.0 / sigma) * slope
+        metric_v[i], gradient[i] = 0.0, 0.0
+    for r in range(n_centers):
+        weight = weights[r]
+        spread = weight * (quadratics[0, r] - mean_q)
+        quadratics[1, r] = spread
+        for i in range(dim):
+            metric_v[i] += weight * local[r, i]
+            gradient[i] += spread * half_grad[r, i]
+    for i in range(dim):
+        gradient[i] *= -2.0 / sigma
     if not hessian:
         return True
     for i in range(dim):
@@ -213,21 +215,29 @@ def rbf_energy_terms(kernel, x, v, work, metric_v, gradient, hessian_x, mixed, h
             mean_h += weights[r] * half_grad[r, i]
         for r in range(n_centers):
             half_grad[r, i] -= mean_h
-    own = kernel.own_proximity
     for i in range(dim):
         for j in range(dim):
-            second_x, second_mixed, second_v = 0.0, 0.0, 0.0
-            for r in range(n_centers):
-                weight, spread = weights[r], quadratics[1, r]
-                second_mixed += weight * half_grad[r, i] * local[r, j]
-                second_v += weight * metrics[r, i, j]
-                if j <= i:
-                    second_x += spread * half_grad[r, i] * half_grad[r, j]
-                    if own:  # the P_r term, scaled by sigma^2 / 4 as the sum
-                        second_x -= (sigma / 2.0) * spread * metrics[r, i, j]
-            mixed[i, j], hessian_v[i, j] = (-4.0 / sigma) * second_mixed, 2.0 * second_v
-            if j <= i:
-                hessian_x[i, j] = hessian_x[j, i] = (4.0 / sigma**2) * second_x
+            hessian_x[i, j], mixed[i, j], hessian_v[i, j] = 0.0, 0.0, 0.0
+    own = kernel.own_proximity
+    for r in range(n_centers):
+        weight, spread = weights[r], quadratics[1, r]
+        for i in range(dim):
+            spread_h, weight_h = spread * half_grad[r, i], weight * half_grad[r, i]
+            for j in range(i + 1):
+                hessian_x[i, j] += spread_h * half_grad[r, j]
+            for j in range(dim):
+                mixed[i, j] += weight_h * local[r, j]
+                hessian_v[i, j] += weight * metrics[r, i, j]
+            if own:
+                for j in range(i + 1):  # the P_r term, scaled by sigma^2 / 4 as the sum
+                    hessian_x[i, j] -= (sigma / 2.0) * spread * metrics[r, i, j]
+    for i in range(dim):
+        for j in range(i + 1):
+            hessian_x[i, j] *= 4.0 / sigma**2
+            hessian_x[j, i] = hessian_x[i, j]
+        for j in range(dim):
+            mixed[i, j] *= -4.0 / sigma
+            hessian_v[i, j] *= 2.0
     return True
 
 
