@@ -134,17 +134,24 @@ def _curve_energy(kernel, curve, work, terms, gradient, diagonal, upper):
 
 
 @njit(cache=True)
+def _node_product(matrix, vectors, scale, out):
+    """``out = scale * (matrix @ vectors)`` for a node-space matrix ``(N - 1, N - 1)`` and node vectors ``(N - 1, dim)``."""
+    n_interior, dim = vectors.shape
+    for i in range(n_interior):
+        for k in range(dim):
+            total = 0.0
+            for j in range(n_interior):
+                total += matrix[i, j] * vectors[j, k]
+            out[i, k] = scale * total
+
+
+@njit(cache=True)
 def _evaluate(kernel, chart, z, state, work, terms):
     """``_Chart.objective`` (Newton) at ``z`` ``(N - 1, dim)`` into ``state``; returns the value, NaN on failure."""
     start, curve_scale, normalizer, factor, inverse_factor, preconditioner, _ = chart
     curve, gradient, gradient_z, diagonal, upper, inner = state
     n_interior, dim = z.shape
-    for i in range(n_interior):  # to_curves: start + curve_scale (S z) L^{-1}
-        for k in range(dim):
-            total = 0.0
-            for j in range(n_interior):
-                total += preconditioner[i, j] * z[j, k]
-            inner[i, k] = curve_scale * total
+    _node_product(preconditioner, z, curve_scale, inner)  # to_curves: start + curve_scale (S z) L^{-1}
     _assign(curve, start, 1.0)
     for i in range(n_interior):
         for k in range(dim):
@@ -164,14 +171,9 @@ def _evaluate(kernel, chart, z, state, work, terms):
             for j in range(dim):
                 total += gradient[i + 1, j] * inverse_factor[k, j]
             inner[i, k] = total
-    for i in range(n_interior):
-        for k in range(dim):
-            total = 0.0
-            for j in range(n_interior):
-                total += preconditioner[i, j] * inner[j, k]
-            gradient_z[i, k] = curve_scale * total
-            if not math.isfinite(gradient_z[i, k]):
-                return np.nan
+    _node_product(preconditioner, inner, curve_scale, gradient_z)
+    if not math.isfinite(_max_abs(gradient_z)):
+        return np.nan
     return scale * energy
 
 
@@ -215,12 +217,7 @@ def _newton_direction(chart, state, direction, scratch):
             for j in range(k, dim):
                 total += step[i, j] * factor[j, k]
             step[i, k] = total
-    for i in range(n_interior):
-        for k in range(dim):
-            total = 0.0
-            for j in range(n_interior):
-                total += inverse_preconditioner[i, j] * step[j, k]
-            direction[i, k] = total / curve_scale
+    _node_product(inverse_preconditioner, step, 1.0 / curve_scale, direction)
 
 
 @njit(cache=True)
@@ -242,10 +239,13 @@ def _dot(a, b):
 
 @njit(cache=True)
 def _max_abs(a):
-    r""":math:`\max_i |a_i|`: the gradient norm of the stopping test."""
+    r""":math:`\max_i |a_i|`: the gradient norm of the stopping test; the first NaN or inf if there is one."""
     flat, largest = a.reshape(-1), 0.0
     for i in range(len(flat)):
-        largest = max(largest, abs(flat[i]))
+        value = abs(flat[i])
+        if not math.isfinite(value):
+            return value
+        largest = max(largest, value)
     return largest
 
 
