@@ -286,15 +286,6 @@ rbf_work_space_compiled = njit(cache=True)(_work_space)  # inside compiled code
 
 
 @njit(cache=True)
-def _row_dot(matrix, r, vector):
-    """``matrix[r] @ vector`` without making the view ``matrix[r]``."""
-    total = 0.0
-    for i in range(len(vector)):
-        total += matrix[r, i] * vector[i]
-    return total
-
-
-@njit(cache=True)
 def _local_product(metrics, r, vector, i):
     """:math:`(M_r u)_i`."""
     total = 0.0
