@@ -15,7 +15,8 @@ methods (tests compare both to 1e-12):
 with :math:`P_r = M_r` (``own_proximity``) or one global :math:`P`.
 Every kernel returns ``False`` where a proximity overflows float64 or the
 blended metric is not numerically positive definite; callers then use the
-numpy path, which raises the error that explains it.
+numpy path, which ranks far points by scaled scores or raises the error that
+explains the failure.
 """
 
 import math
