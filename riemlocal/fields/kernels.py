@@ -25,7 +25,7 @@ from collections import namedtuple
 import numpy as np
 from numba import njit
 
-__all__ = ["COMPILED_MAX_WORK", "compiled_kernel", "RBFKernel", "rbf_weights", "rbf_metric", "rbf_acceleration", "rbf_acceleration_derivative", "rbf_geodesic_rhs", "rbf_work_space", "rbf_accelerations", "rbf_acceleration_derivatives", "rbf_energy_terms", "cholesky_factor", "forward_substitution", "back_substitution", "factored_solve", "cholesky_solve"]
+__all__ = ["COMPILED_MAX_WORK", "refcount_free", "compiled_kernel", "RBFKernel", "rbf_weights", "rbf_metric", "rbf_acceleration", "rbf_acceleration_derivative", "rbf_geodesic_rhs", "rbf_work_space", "rbf_accelerations", "rbf_acceleration_derivatives", "rbf_energy_terms", "cholesky_factor", "forward_substitution", "back_substitution", "factored_solve", "cholesky_solve"]
 
 #: the compiled kernels are used for ``n_points * R * dim**2`` up to this; above, numpy's batched
 #: BLAS products are faster (Exp, R = 10: compiled 4x faster for one geodesic at dim = 50, numpy
@@ -41,6 +41,16 @@ def compiled_kernel(field, n_points):
     return kernel
 
 
+def refcount_free(function):
+    """``numba.njit`` without reference counting, for kernels that allocate nothing and return no array.
+
+    Numba counts references to every array argument, tuple item and view with an
+    atomic increment and decrement (a fifth of a D = 2 Log); a kernel that only
+    reads and writes arrays its caller owns needs none of them (numba's ``_nrt`` option).
+    """
+    return njit(cache=True, _nrt=False)(function)
+
+
 RBFKernel = namedtuple("RBFKernel", ["centers", "metrics", "proximity", "sigma", "own_proximity"])
 RBFKernel.__doc__ = """Arrays of an RBF-blended field for the compiled kernels.
 
@@ -50,7 +60,7 @@ the softmax temperature ``sigma``.
 """
 
 
-@njit(cache=True)
+@refcount_free
 def rbf_weights(kernel, x, weights, half_grad):
     """Weights :math:`w_r(x)` into ``weights`` ``(R,)`` and :math:`h_r` into ``half_grad`` ``(R, dim)``; False on overflow."""
     centers = kernel.centers
@@ -81,7 +91,7 @@ def rbf_weights(kernel, x, weights, half_grad):
     return True
 
 
-@njit(cache=True)
+@refcount_free
 def rbf_metric(kernel, weights, metric):
     r""":math:`M = \sum_r w_r M_r` into ``metric`` ``(dim, dim)``."""
     metrics = kernel.metrics
@@ -94,7 +104,7 @@ def rbf_metric(kernel, weights, metric):
             metric[i, j] = total
 
 
-@njit(cache=True)
+@refcount_free
 def cholesky_factor(matrix, relative_pivot=1e-12):
     """Cholesky factor :math:`L` in the lower triangle of ``matrix``, in place; False if not positive definite.
 
@@ -121,7 +131,7 @@ def cholesky_factor(matrix, relative_pivot=1e-12):
     return True
 
 
-@njit(cache=True)
+@refcount_free
 def forward_substitution(factor, vector):
     """Solve :math:`L y = b` in place of ``vector`` for the lower triangle :math:`L` of ``factor``."""
     for i in range(len(vector)):
@@ -131,7 +141,7 @@ def forward_substitution(factor, vector):
         vector[i] = total / factor[i, i]
 
 
-@njit(cache=True)
+@refcount_free
 def back_substitution(factor, vector):
     """Solve :math:`L^T x = y` in place of ``vector`` for the lower triangle :math:`L` of ``factor``."""
     for i in range(len(vector) - 1, -1, -1):
@@ -141,14 +151,14 @@ def back_substitution(factor, vector):
         vector[i] = total / factor[i, i]
 
 
-@njit(cache=True)
+@refcount_free
 def factored_solve(factor, vector):
     """Solve :math:`L L^T x = b` in place of ``vector`` for the factor of :func:`cholesky_factor`."""
     forward_substitution(factor, vector)
     back_substitution(factor, vector)
 
 
-@njit(cache=True)
+@refcount_free
 def cholesky_solve(matrix, vector):
     """Solve ``matrix x = vector`` in place (``matrix`` is overwritten by its Cholesky factor); False if not SPD."""
     if not cholesky_factor(matrix):
@@ -157,7 +167,7 @@ def cholesky_solve(matrix, vector):
     return True
 
 
-@njit(cache=True, inline="always")
+@refcount_free
 def _local_products(kernel, v, weights, half_grad, local, quadratics):
     r""":math:`M_r v` into ``local``, :math:`q_r = v^T M_r v` and :math:`\nu_r = h_r \cdot v` into ``quadratics``; returns :math:`\bar q, \bar \nu`."""
     metrics = kernel.metrics
@@ -178,7 +188,7 @@ def _local_products(kernel, v, weights, half_grad, local, quadratics):
     return mean_q, mean_nu
 
 
-@njit(cache=True)
+@refcount_free
 def rbf_energy_terms(kernel, x, v, work, metric_v, gradient, hessian_x, mixed, hessian_v, hessian):
     r"""Derivatives of :math:`f = v^T M(x) v` at one point (:meth:`RBFLocalField._energy_terms`); False on failure.
 
@@ -242,7 +252,7 @@ def rbf_energy_terms(kernel, x, v, work, metric_v, gradient, hessian_x, mixed, h
     return True
 
 
-@njit(cache=True)
+@refcount_free
 def rbf_acceleration(kernel, x, v, out, work):
     r"""Geodesic acceleration :math:`c'' = -\Gamma(v, v)` at ``x`` into ``out`` ``(dim,)``; False on failure.
 
@@ -268,7 +278,10 @@ def rbf_acceleration(kernel, x, v, out, work):
 
 
 def _work_space(kernel):
-    """Work arrays of the kernels: :math:`w` ``(R,)``, :math:`h_r`, :math:`M_r v` ``(R, dim)``, ``(2, R)``, ``(dim, dim)``, ``(2, dim)``, ``(R, dim)``, ``(4, R)``."""
+    """Work arrays of the kernels: :math:`w` ``(R,)``, :math:`h_r`, :math:`M_r v` ``(R, dim)``, ``(2, R)``, ``(dim, dim)``, ``(2, dim)``, ``(R, dim)``, ``(4, R)``.
+
+    Callers of :func:`rbf_energy_terms`, which uses the first four, may use the other four as scratch.
+    """
     n_centers, dim = kernel.centers.shape
     return (
         np.empty(n_centers),
@@ -286,7 +299,7 @@ rbf_work_space = _work_space  # from Python
 rbf_work_space_compiled = njit(cache=True)(_work_space)  # inside compiled code
 
 
-@njit(cache=True)
+@refcount_free
 def _local_product(metrics, r, vector, i):
     """:math:`(M_r u)_i`."""
     total = 0.0
@@ -295,7 +308,7 @@ def _local_product(metrics, r, vector, i):
     return total
 
 
-@njit(cache=True)
+@refcount_free
 def rbf_acceleration_derivative(kernel, x, v, dx, dv, out, work):
     r"""Directional derivative of the geodesic acceleration, :meth:`RBFLocalField.acceleration_derivative`, into ``out``.
 
@@ -353,12 +366,13 @@ def rbf_acceleration_derivative(kernel, x, v, dx, dv, out, work):
     return True
 
 
-@njit(cache=True)
+@refcount_free
 def rbf_geodesic_rhs(params, state, out):
     """Right-hand side :math:`(x, v) \\mapsto (v, c'')` of the geodesic ODE; ``params = (kernel, work)``; False on failure."""
     kernel, work = params
     dim = kernel.centers.shape[1]
-    out[:dim] = state[dim:]
+    for i in range(dim):
+        out[i] = state[dim + i]
     return rbf_acceleration(kernel, state[:dim], state[dim:], out[dim:], work)
 
 

@@ -4,7 +4,7 @@ One pair after the other, in compiled code, the same algorithm as the numpy
 path (so the same results to rounding), each step mirroring its numpy helper:
 
 * :func:`_levels` -- :func:`~riemlocal.numerics.extrapolate_levels`: levels of
-  :math:`N, 2N, 4N, \dots` segments, warm started by :func:`refine`, Romberg
+  :math:`N, 2N, 4N, \dots` segments, warm started by the cubic :func:`refine`, Romberg
   extrapolation of the length and the initial velocity, the trapezoid-vs-midpoint
   gap and the acceptance test of ``EnergyLogSolver._solve_chunk``;
 * :func:`_newton` -- :func:`~riemlocal.utils.optimize.batched_newton` (its
@@ -36,6 +36,7 @@ from ..fields.kernels import (
     rbf_metric,
     rbf_weights,
     rbf_work_space_compiled,
+    refcount_free,
 )
 from ..utils.optimize import ARMIJO, MAX_BACKTRACKS, MAX_STALLS, ROUND_OFF
 from ._energy import laplacian_inverse_sqrt
@@ -57,7 +58,7 @@ def laplacian_levels(n_segments, n_levels):
     return packed
 
 
-@njit(cache=True)
+@refcount_free
 def block_tridiagonal_solve(diagonal, upper, rhs, factor, coupling):
     r"""Solve :math:`H x = ` ``rhs`` ``(n, dim)`` in place for the SPD block-tridiagonal :math:`H`; False if it is not.
 
@@ -100,12 +101,12 @@ def block_tridiagonal_solve(diagonal, upper, rhs, factor, coupling):
     return True
 
 
-@njit(cache=True)
+@refcount_free
 def _curve_energy(kernel, curve, work, terms, gradient, diagonal, upper):
     """:func:`curve_energy` of one curve with its Hessian blocks (``terms``: five scratch arrays); NaN on failure."""
     n_segments, dim = curve.shape[0] - 1, curve.shape[1]
     metric_v, quadratic_gradient, hessian_x, mixed, hessian_v = terms
-    step, midpoint = np.empty(dim), np.empty(dim)
+    step, midpoint = work[5][0], work[5][1]
     energy = 0.0
     gradient[0] = 0.0
     for s in range(n_segments):
@@ -133,7 +134,7 @@ def _curve_energy(kernel, curve, work, terms, gradient, diagonal, upper):
     return n_segments * energy
 
 
-@njit(cache=True)
+@refcount_free
 def _node_product(matrix, vectors, scale, out):
     """``out = scale * (matrix @ vectors)`` for a node-space matrix ``(N - 1, N - 1)`` and node vectors ``(N - 1, dim)``."""
     n_interior, dim = vectors.shape
@@ -145,7 +146,7 @@ def _node_product(matrix, vectors, scale, out):
             out[i, k] = scale * total
 
 
-@njit(cache=True)
+@refcount_free
 def _evaluate(kernel, chart, z, state, work, terms):
     """``_Chart.objective`` (Newton) at ``z`` ``(N - 1, dim)`` into ``state``; returns the value, NaN on failure."""
     start, curve_scale, normalizer, factor, inverse_factor, preconditioner, _ = chart
@@ -177,7 +178,7 @@ def _evaluate(kernel, chart, z, state, work, terms):
     return scale * energy
 
 
-@njit(cache=True)
+@refcount_free
 def _newton_direction(chart, state, direction, scratch):
     """``_Chart.newton_step``: the node-space Newton step, Levenberg--Marquardt shifted where needed, mapped to z."""
     _, curve_scale, normalizer, factor, _, _, inverse_preconditioner = chart
@@ -220,7 +221,7 @@ def _newton_direction(chart, state, direction, scratch):
     _node_product(inverse_preconditioner, step, 1.0 / curve_scale, direction)
 
 
-@njit(cache=True)
+@refcount_free
 def _assign(target, source, scale):
     """``target = scale * source`` for C-ordered arrays of the same size (no broadcasting code)."""
     flat_target, flat_source = target.reshape(-1), source.reshape(-1)
@@ -228,7 +229,7 @@ def _assign(target, source, scale):
         flat_target[i] = scale * flat_source[i]
 
 
-@njit(cache=True)
+@refcount_free
 def _dot(a, b):
     """Inner product of two arrays of the same shape (``_dot`` of :mod:`riemlocal.utils.optimize`, one row)."""
     flat_a, flat_b, total = a.reshape(-1), b.reshape(-1), 0.0
@@ -237,7 +238,7 @@ def _dot(a, b):
     return total
 
 
-@njit(cache=True)
+@refcount_free
 def _max_abs(a):
     r""":math:`\max_i |a_i|`: the gradient norm of the stopping test; the first NaN or inf if there is one."""
     flat, largest = a.reshape(-1), 0.0
@@ -318,7 +319,7 @@ def _newton(kernel, chart, tol, max_iter, work, terms):
     return current, value, n_iter, norm
 
 
-@njit(cache=True)
+@refcount_free
 def _metric_at(kernel, x, work, metric):
     """:math:`M(x)` into ``metric``; False on overflow."""
     if not rbf_weights(kernel, x, work[0], work[1]):
@@ -327,7 +328,7 @@ def _metric_at(kernel, x, work, metric):
     return True
 
 
-@njit(cache=True)
+@refcount_free
 def _trapezoid_energy(kernel, curve, work, metric):
     """:func:`trapezoid_energy` of one curve; NaN on failure."""
     n_segments, dim = curve.shape[0] - 1, curve.shape[1]
@@ -348,12 +349,12 @@ def _trapezoid_energy(kernel, curve, work, metric):
     return 0.5 * n_segments * (left + right)
 
 
-@njit(cache=True)
+@refcount_free
 def _measure(kernel, curve, energy, base_metric, work, terms, out):
     """``measure`` of ``_solve_chunk``: the length and :func:`initial_velocity` (discrete Legendre transform) into ``out``."""
     n_segments, dim = curve.shape[0] - 1, curve.shape[1]
     metric_v, quadratic_gradient, hessian_x, mixed, hessian_v = terms
-    step, midpoint = np.empty(dim), np.empty(dim)
+    step, midpoint, factor = work[5][0], work[5][1], work[4]
     for i in range(dim):
         step[i], midpoint[i] = curve[1, i] - curve[0, i], 0.5 * (curve[1, i] + curve[0, i])
     if not rbf_energy_terms(kernel, midpoint, step, work, metric_v, quadratic_gradient, hessian_x, mixed, hessian_v, False):
@@ -362,10 +363,32 @@ def _measure(kernel, curve, energy, base_metric, work, terms, out):
     velocity = out[1:]
     for i in range(dim):
         velocity[i] = n_segments * (metric_v[i] - 0.25 * quadratic_gradient[i])
-    return cholesky_solve(base_metric.copy(), velocity)
+    _assign(factor, base_metric, 1.0)
+    return cholesky_solve(factor, velocity)
 
 
 @njit(cache=True)
+def _refine(curve):
+    """:func:`refine` with ``cubic=True``: the cubic through the four nearest nodes at every segment's middle."""
+    n_segments, dim = curve.shape[0] - 1, curve.shape[1]
+    fine = np.empty((2 * n_segments + 1, dim))
+    for node in range(n_segments + 1):
+        for i in range(dim):
+            fine[2 * node, i] = curve[node, i]
+            if node == n_segments:
+                continue
+            if n_segments < 3:  # too few nodes for a cubic: the midpoint
+                fine[2 * node + 1, i] = 0.5 * (curve[node + 1, i] + curve[node, i])
+            elif node == 0:
+                fine[1, i] = (5.0 * curve[0, i] + 15.0 * curve[1, i] - 5.0 * curve[2, i] + curve[3, i]) / 16.0
+            elif node == n_segments - 1:
+                fine[2 * node + 1, i] = (5.0 * curve[node + 1, i] + 15.0 * curve[node, i] - 5.0 * curve[node - 1, i] + curve[node - 2, i]) / 16.0
+            else:
+                fine[2 * node + 1, i] = (9.0 * (curve[node, i] + curve[node + 1, i]) - (curve[node - 1, i] + curve[node + 2, i])) / 16.0
+    return fine
+
+
+@refcount_free
 def _estimates(value, error, unresolved, base_metric):
     """``estimates`` of ``_solve_chunk``: relative errors of the distance and of the Log vector in :math:`M(x)`."""
     dim = len(value) - 1
@@ -463,13 +486,7 @@ def _levels(kernel, n_segments, step, max_segments, rtol, log_rtol, tol, max_ite
         if 2 * n_segments > max_segments or (level >= 2 and dist_error <= rtol and log_error <= log_rtol):
             return OK, value, dist_error, log_error, curve, n_segments, optimized
         _assign(previous, row, 1.0)
-        fine = np.empty((2 * n_segments + 1, dim))  # refine: insert the midpoints
-        for node in range(n_segments + 1):
-            for i in range(dim):
-                fine[2 * node, i] = curve[node, i]
-                if node < n_segments:
-                    fine[2 * node + 1, i] = 0.5 * (curve[node + 1, i] + curve[node, i])
-        curve, n_segments, level = fine, 2 * n_segments, level + 1
+        curve, n_segments, level = _refine(curve), 2 * n_segments, level + 1
 
 
 @njit(cache=True)

