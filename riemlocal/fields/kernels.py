@@ -25,7 +25,7 @@ from collections import namedtuple
 import numpy as np
 from numba import njit
 
-__all__ = ["COMPILED_MAX_WORK", "refcount_free", "compiled_kernel", "RBFKernel", "rbf_weights", "rbf_metric", "rbf_acceleration", "rbf_acceleration_derivative", "rbf_geodesic_rhs", "rbf_work_space", "rbf_accelerations", "rbf_acceleration_derivatives", "rbf_energy_terms", "cholesky_factor", "forward_substitution", "back_substitution", "factored_solve", "cholesky_solve"]
+__all__ = ["COMPILED_MAX_WORK", "refcount_free", "compiled_kernel", "RBFKernel", "rbf_weights", "rbf_metric", "rbf_acceleration", "rbf_acceleration_derivative", "rbf_geodesic_rhs", "rbf_work_space", "rbf_accelerations", "rbf_acceleration_derivatives", "rbf_energy_terms", "rbf_energy_hessian", "cholesky_factor", "forward_substitution", "back_substitution", "factored_solve", "cholesky_solve"]
 
 #: the compiled kernels are used for ``n_points * R * dim**2`` up to this; above, numpy's batched
 #: BLAS products are faster (Exp, R = 10: compiled 4x faster for one geodesic at dim = 50, numpy
@@ -46,9 +46,13 @@ def refcount_free(function):
 
     Numba counts references to every array argument, tuple item and view with an
     atomic increment and decrement (a fifth of a D = 2 Log); a kernel that only
-    reads and writes arrays its caller owns needs none of them (numba's ``_nrt`` option).
+    reads and writes arrays its caller owns needs none of them (numba's ``_nrt`` option;
+    a numba without that option compiles the kernel with reference counting).
     """
-    return njit(cache=True, _nrt=False)(function)
+    try:
+        return njit(cache=True, _nrt=False)(function)
+    except KeyError:  # "Unrecognized options"
+        return njit(cache=True)(function)
 
 
 RBFKernel = namedtuple("RBFKernel", ["centers", "metrics", "proximity", "sigma", "own_proximity"])
@@ -189,22 +193,16 @@ def _local_products(kernel, v, weights, half_grad, local, quadratics):
 
 
 @refcount_free
-def rbf_energy_terms(kernel, x, v, work, metric_v, gradient, hessian_x, mixed, hessian_v, hessian):
+def rbf_energy_terms(kernel, x, v, work, metric_v, gradient):
     r"""Derivatives of :math:`f = v^T M(x) v` at one point (:meth:`RBFLocalField._energy_terms`); False on failure.
 
     :math:`M v` into ``metric_v`` and :math:`\nabla_x f = -\tfrac{2}{\sigma} \sum_r \tilde q_r h_r` into
-    ``gradient`` ``(dim,)``; with ``hessian``, the blocks :math:`C = \nabla_x^2 f`,
-    :math:`K = \nabla_x \nabla_v f` and :math:`A = \nabla_v^2 f = 2 M(x)` into the ``(dim, dim)`` arrays
-    ``hessian_x``, ``mixed`` and ``hessian_v``:
-    :math:`C = \tfrac{4}{\sigma^2} \sum_r \tilde q_r \bar h_r \bar h_r^T - \tfrac{2}{\sigma} \sum_r \tilde q_r P_r`
-    (the last sum only for ``own_proximity``), :math:`K = -\tfrac{4}{\sigma} \sum_r w_r \bar h_r (M_r v)^T`,
-    with :math:`\bar h_r = h_r - \sum_s w_s h_s` and :math:`\tilde q_r = w_r (q_r - \bar q)`, :math:`q_r = v^T M_r v`.
-    ``work`` is :func:`rbf_work_space` (``half_grad`` is centered in place).
+    ``gradient`` ``(dim,)``, with :math:`\tilde q_r = w_r (q_r - \bar q)`, :math:`q_r = v^T M_r v`.
+    ``work`` is :func:`rbf_work_space` (its first four arrays); :func:`rbf_energy_hessian` reads what this leaves there.
     """
     weights, half_grad, local, quadratics = work[0], work[1], work[2], work[3]
     if not rbf_weights(kernel, x, weights, half_grad):
         return False
-    metrics, sigma = kernel.metrics, kernel.sigma
     n_centers, dim = kernel.centers.shape
     mean_q = _local_products(kernel, v, weights, half_grad, local, quadratics)[0]
     for i in range(dim):
@@ -217,9 +215,23 @@ def rbf_energy_terms(kernel, x, v, work, metric_v, gradient, hessian_x, mixed, h
             metric_v[i] += weight * local[r, i]
             gradient[i] += spread * half_grad[r, i]
     for i in range(dim):
-        gradient[i] *= -2.0 / sigma
-    if not hessian:
-        return True
+        gradient[i] *= -2.0 / kernel.sigma
+    return True
+
+
+@refcount_free
+def rbf_energy_hessian(kernel, work, hessian_x, mixed, hessian_v):
+    r"""Second derivatives of :math:`f = v^T M(x) v` at the point of the last :func:`rbf_energy_terms` on ``work``.
+
+    The blocks :math:`C = \nabla_x^2 f`, :math:`K = \nabla_x \nabla_v f` and :math:`A = \nabla_v^2 f = 2 M(x)`
+    into the ``(dim, dim)`` arrays ``hessian_x``, ``mixed`` and ``hessian_v``:
+    :math:`C = \tfrac{4}{\sigma^2} \sum_r \tilde q_r \bar h_r \bar h_r^T - \tfrac{2}{\sigma} \sum_r \tilde q_r P_r`
+    (the last sum only for ``own_proximity``), :math:`K = -\tfrac{4}{\sigma} \sum_r w_r \bar h_r (M_r v)^T`,
+    with :math:`\bar h_r = h_r - \sum_s w_s h_s` (``half_grad`` is centered in place).
+    """
+    weights, half_grad, local, quadratics = work[0], work[1], work[2], work[3]
+    metrics, sigma = kernel.metrics, kernel.sigma
+    n_centers, dim = kernel.centers.shape
     for i in range(dim):
         mean_h = 0.0
         for r in range(n_centers):
@@ -249,7 +261,6 @@ def rbf_energy_terms(kernel, x, v, work, metric_v, gradient, hessian_x, mixed, h
         for j in range(dim):
             mixed[i, j] *= -4.0 / sigma
             hessian_v[i, j] *= 2.0
-    return True
 
 
 @refcount_free

@@ -13,8 +13,10 @@ path (so the same results to rounding), each step mirroring its numpy helper:
   means the same), with the directions of ``_Chart.newton_step`` (the
   Levenberg--Marquardt shifts ``_DAMPING``) from :func:`block_tridiagonal_solve`
   instead of LAPACK's banded ``dpbsv``;
-* :func:`_curve_energy` -- :func:`curve_energy` with the Hessian blocks,
-  from :func:`~riemlocal.fields.kernels.rbf_energy_terms`.
+* :func:`_curve_energy` and :func:`_curve_hessian` -- :func:`curve_energy` and
+  its Hessian blocks, from :func:`~riemlocal.fields.kernels.rbf_energy_terms`
+  and :func:`~riemlocal.fields.kernels.rbf_energy_hessian`; the blocks only
+  at points a Newton step starts from (not at the last point of a level).
 
 Curves are kept relative to the base point :math:`x` (the field's centers
 shifted by :math:`-x`), so that nothing cancels at large offsets.
@@ -32,6 +34,7 @@ from ..fields.kernels import (
     cholesky_factor,
     cholesky_solve,
     forward_substitution,
+    rbf_energy_hessian,
     rbf_energy_terms,
     rbf_metric,
     rbf_weights,
@@ -102,10 +105,19 @@ def block_tridiagonal_solve(diagonal, upper, rhs, factor, coupling):
 
 
 @refcount_free
-def _curve_energy(kernel, curve, work, terms, gradient, diagonal, upper):
-    """:func:`curve_energy` of one curve with its Hessian blocks (``terms``: five scratch arrays); NaN on failure."""
+def _segment_work(segment_work, s):
+    """The :func:`rbf_work_space` arrays of segment ``s`` in the per-segment stacks of a state."""
+    return segment_work[0][s], segment_work[1][s], segment_work[2][s], segment_work[3][s]
+
+
+@refcount_free
+def _curve_energy(kernel, curve, work, terms, gradient, segment_work):
+    """:func:`curve_energy` of one curve (``terms``: two scratch vectors); NaN on failure.
+
+    Each segment's kernel arrays stay in ``segment_work`` for :func:`_curve_hessian`.
+    """
     n_segments, dim = curve.shape[0] - 1, curve.shape[1]
-    metric_v, quadratic_gradient, hessian_x, mixed, hessian_v = terms
+    metric_v, quadratic_gradient = terms[0], terms[1]
     step, midpoint = work[5][0], work[5][1]
     energy = 0.0
     gradient[0] = 0.0
@@ -113,12 +125,22 @@ def _curve_energy(kernel, curve, work, terms, gradient, diagonal, upper):
         for i in range(dim):
             step[i] = curve[s + 1, i] - curve[s, i]
             midpoint[i] = 0.5 * (curve[s + 1, i] + curve[s, i])
-        if not rbf_energy_terms(kernel, midpoint, step, work, metric_v, quadratic_gradient, hessian_x, mixed, hessian_v, True):
+        if not rbf_energy_terms(kernel, midpoint, step, _segment_work(segment_work, s), metric_v, quadratic_gradient):
             return np.nan
         for i in range(dim):
             energy += step[i] * metric_v[i]
             gradient[s, i] += n_segments * (0.5 * quadratic_gradient[i] - 2.0 * metric_v[i])  # outgoing
             gradient[s + 1, i] = n_segments * (2.0 * metric_v[i] + 0.5 * quadratic_gradient[i])  # incoming
+    return n_segments * energy
+
+
+@refcount_free
+def _curve_hessian(kernel, terms, segment_work, diagonal, upper, scale):
+    """The Hessian blocks of :func:`curve_energy` in the interior nodes, times ``scale``, from :func:`_curve_energy`'s ``segment_work``."""
+    hessian_x, mixed, hessian_v = terms[2], terms[3], terms[4]
+    n_segments, dim = len(segment_work[0]), hessian_x.shape[0]
+    for s in range(n_segments):
+        rbf_energy_hessian(kernel, _segment_work(segment_work, s), hessian_x, mixed, hessian_v)
         for i in range(dim):
             for j in range(dim):
                 quarter = 0.25 * (n_segments * hessian_x[i, j])
@@ -131,7 +153,9 @@ def _curve_energy(kernel, curve, work, terms, gradient, diagonal, upper):
                     diagonal[s - 1, i, j] += quarter - symmetric + second_v
                 if 0 < s < n_segments - 1:
                     upper[s - 1, i, j] = quarter + skew - second_v
-    return n_segments * energy
+    dim = diagonal.shape[2]
+    for array in (diagonal.reshape(-1, dim), upper.reshape(-1, dim)):
+        _assign(array, array, scale)
 
 
 @refcount_free
@@ -148,9 +172,12 @@ def _node_product(matrix, vectors, scale, out):
 
 @refcount_free
 def _evaluate(kernel, chart, z, state, work, terms):
-    """``_Chart.objective`` (Newton) at ``z`` ``(N - 1, dim)`` into ``state``; returns the value, NaN on failure."""
+    """``_Chart.objective`` (Newton) at ``z`` ``(N - 1, dim)`` into ``state``; returns the value, NaN on failure.
+
+    The Hessian blocks follow from :func:`_hessian`, only where a Newton step is taken from ``z``.
+    """
     start, curve_scale, normalizer, factor, inverse_factor, preconditioner, _ = chart
-    curve, gradient, gradient_z, diagonal, upper, inner = state
+    curve, gradient, gradient_z, inner, segment_work = state[0], state[1], state[2], state[5], state[6]
     n_interior, dim = z.shape
     _node_product(preconditioner, z, curve_scale, inner)  # to_curves: start + curve_scale (S z) L^{-1}
     _assign(curve, start, 1.0)
@@ -160,12 +187,11 @@ def _evaluate(kernel, chart, z, state, work, terms):
             for j in range(dim):
                 total += inner[i, j] * inverse_factor[j, k]
             curve[i + 1, k] += total
-    energy = _curve_energy(kernel, curve, work, terms, gradient, diagonal, upper)
+    energy = _curve_energy(kernel, curve, work, terms, gradient, segment_work)
     if not math.isfinite(energy):
         return np.nan
     scale = 1.0 / normalizer
-    for array in (gradient, diagonal.reshape(-1, dim), upper.reshape(-1, dim)):
-        _assign(array, array, scale)
+    _assign(gradient, gradient, scale)
     for i in range(n_interior):  # gradient in z: curve_scale S (g L^{-T})
         for k in range(dim):
             total = 0.0
@@ -179,10 +205,16 @@ def _evaluate(kernel, chart, z, state, work, terms):
 
 
 @refcount_free
+def _hessian(kernel, chart, state, terms):
+    """The node-space Hessian blocks of ``_Chart.objective`` at the point of the last :func:`_evaluate` on ``state``."""
+    _curve_hessian(kernel, terms, state[6], state[3], state[4], 1.0 / chart[2])
+
+
+@refcount_free
 def _newton_direction(chart, state, direction, scratch):
     """``_Chart.newton_step``: the node-space Newton step, Levenberg--Marquardt shifted where needed, mapped to z."""
     _, curve_scale, normalizer, factor, _, _, inverse_preconditioner = chart
-    _, gradient, _, diagonal, upper, _ = state
+    gradient, diagonal, upper = state[1], state[3], state[4]
     step, damped_diagonal, damped_upper, block_factor, coupling = scratch
     n_interior, dim = step.shape
     for i in range(n_interior):
@@ -251,9 +283,15 @@ def _max_abs(a):
 
 
 @njit(cache=True)
-def _new_state(n_nodes, dim):
-    """Curve, node gradient, gradient in z, Hessian blocks and scratch of one evaluation of :func:`_evaluate`."""
-    n_interior = n_nodes - 2
+def _new_state(n_nodes, dim, n_centers):
+    """Curve, node gradient, gradient in z, Hessian blocks, scratch and per-segment kernel arrays of :func:`_evaluate`."""
+    n_interior, n_segments = n_nodes - 2, n_nodes - 1
+    segment_work = (
+        np.empty((n_segments, n_centers)),
+        np.empty((n_segments, n_centers, dim)),
+        np.empty((n_segments, n_centers, dim)),
+        np.empty((n_segments, 2, n_centers)),
+    )
     return (
         np.empty((n_nodes, dim)),
         np.empty((n_nodes, dim)),
@@ -261,6 +299,7 @@ def _new_state(n_nodes, dim):
         np.empty((n_interior, dim, dim)),
         np.empty((max(n_interior - 1, 0), dim, dim)),
         np.empty((n_interior, dim)),
+        segment_work,
     )
 
 
@@ -271,7 +310,8 @@ def _newton(kernel, chart, tol, max_iter, work, terms):
     n_nodes, dim = start.shape
     n_interior = n_nodes - 2
 
-    current, trial = _new_state(n_nodes, dim), _new_state(n_nodes, dim)
+    n_centers = len(kernel.centers)
+    current, trial = _new_state(n_nodes, dim, n_centers), _new_state(n_nodes, dim, n_centers)
     scratch = (
         np.empty((n_interior, dim)),
         np.empty((n_interior, dim, dim)),
@@ -286,6 +326,7 @@ def _newton(kernel, chart, tol, max_iter, work, terms):
     norm = _max_abs(current[2])
     best_norm, stalls, n_iter, running = norm, 0, 0, norm > tol
     while running and n_iter < max_iter:
+        _hessian(kernel, chart, current, terms)
         _newton_direction(chart, current, direction, scratch)
         gradient_z = current[2]
         slope = _dot(gradient_z, direction)
@@ -353,11 +394,11 @@ def _trapezoid_energy(kernel, curve, work, metric):
 def _measure(kernel, curve, energy, base_metric, work, terms, out):
     """``measure`` of ``_solve_chunk``: the length and :func:`initial_velocity` (discrete Legendre transform) into ``out``."""
     n_segments, dim = curve.shape[0] - 1, curve.shape[1]
-    metric_v, quadratic_gradient, hessian_x, mixed, hessian_v = terms
+    metric_v, quadratic_gradient = terms[0], terms[1]
     step, midpoint, factor = work[5][0], work[5][1], work[4]
     for i in range(dim):
         step[i], midpoint[i] = curve[1, i] - curve[0, i], 0.5 * (curve[1, i] + curve[0, i])
-    if not rbf_energy_terms(kernel, midpoint, step, work, metric_v, quadratic_gradient, hessian_x, mixed, hessian_v, False):
+    if not rbf_energy_terms(kernel, midpoint, step, work, metric_v, quadratic_gradient):
         return False
     out[0] = math.sqrt(max(energy, 0.0))
     velocity = out[1:]
