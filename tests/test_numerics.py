@@ -212,8 +212,12 @@ def test_solver_options_are_validated_at_construction_and_use():
     with pytest.raises(ValueError, match="rtol"):
         LearnedMetricManifold(TWO_METRIC, rtol=0.0)
     solver = EnergyLogSolver(TWO_METRIC)
+    solver.log(np.ones(2), np.zeros(2))  # checked options are not checked again, changed ones are
     solver.method = "bfgs"
     with pytest.raises(ValueError, match="method"):
+        solver.log(np.ones(2), np.zeros(2))
+    solver.method, solver.log_rtol = "auto", -1.0
+    with pytest.raises(ValueError, match="log_rtol"):
         solver.log(np.ones(2), np.zeros(2))
 
 

@@ -15,6 +15,7 @@ References: Hauberg, Freifeld & Black, *A Geometric Take on Metric Learning*,
 NIPS 2012, sec. 3.1 (with the corrected geodesic equation; see DESIGN.md).
 """
 
+import math
 import warnings
 from dataclasses import dataclass
 
@@ -96,7 +97,7 @@ def _distinct_pairs(x, y, symmetric):
     (``inverse``) and whether a pair is its representative reversed.
     """
     if len(x) == 1:  # the common single Log: skip the sorting
-        return np.zeros(1, dtype=int), np.zeros(1, dtype=int), np.zeros(1, dtype=bool)
+        return slice(None), slice(None), np.zeros(1, dtype=bool)
     ids = unique_rows(np.concatenate([x, y]))[1]
     a, b = ids[: len(x)], ids[len(x) :]
     reverse = (a > b) if symmetric else np.zeros(len(x), dtype=bool)
@@ -297,9 +298,13 @@ class EnergyLogSolver:
         self.n_segments, self.rtol, self.log_rtol, self.max_segments = n_segments, rtol, log_rtol, max_segments
         self.tol, self.max_iter, self.method = tol, max_iter, method
         self.chunk_size, self.n_jobs, self.verbose, self.compiled = chunk_size, n_jobs, verbose, compiled
+        self._checked = ()
         self._check()
 
     def _check(self):
+        options = (self.compiled, self.n_segments, self.max_segments, self.rtol, self.log_rtol, self.tol, self.max_iter, self.method, self.chunk_size)
+        if len(options) == len(self._checked) and all(a is b for a, b in zip(options, self._checked)):
+            return  # the options checked last time (checked again after any change)
         check_bool(self.compiled, "compiled")
         check_int(self.n_segments, "n_segments", minimum=2)
         check_int(self.max_segments, "max_segments", minimum=self.n_segments)
@@ -309,6 +314,7 @@ class EnergyLogSolver:
         check_int(self.max_iter, "max_iter")
         check_option(self.method, "method", METHODS)
         check_int(self.chunk_size, "chunk_size")
+        self._checked = options
 
     def log(self, point, base_point):
         r""":math:`\mathrm{Log}_x(y) = c'(0)` of the constant-speed geodesic from :math:`x` to :math:`y` on [0, 1]."""
@@ -326,7 +332,7 @@ class EnergyLogSolver:
         self._check()
         log_rtol = self.log_rtol if log_rtol is None else log_rtol
         y, x, shape = _broadcast_pairs(point, base_point, names, self.field.dim)
-        first, inverse, flipped = _distinct_pairs(x, y, symmetric=np.isinf(log_rtol))
+        first, inverse, flipped = _distinct_pairs(x, y, symmetric=math.isinf(log_rtol))
 
         def solve_chunk(point, base_point):
             return self._solve_chunk(point, base_point, log_rtol)
@@ -335,9 +341,10 @@ class EnergyLogSolver:
             solve_chunk, y[first], x[first], self.chunk_size, self.n_jobs, self.verbose, "geodesic boundary-value problems"
         )
         velocity, length, error, log_error, n_segments, optimized, curves, n_iter = (part[inverse] for part in outputs)
-        velocity[flipped], log_error[flipped] = np.nan, np.nan  # solved from the other end: no Log at this one
-        for row in np.flatnonzero(flipped):
-            curves[row] = curves[row][::-1]
+        if flipped.any():
+            velocity[flipped], log_error[flipped] = np.nan, np.nan  # solved from the other end: no Log at this one
+            for row in np.flatnonzero(flipped):
+                curves[row] = curves[row][::-1]
         converged = optimized & (error <= self.rtol) & ~(log_error > log_rtol)  # NaN: no Log asked (dist)
         self.last_result_ = BoundaryValueResult(
             initial_velocity=velocity.reshape(shape + (self.field.dim,)),
@@ -355,28 +362,28 @@ class EnergyLogSolver:
     def _solve_chunk(self, point, base_point, log_rtol):
         """Solve pairs ``(n, dim)``: compiled (Newton, a field with a kernel) or by :meth:`_solve_numpy`."""
         kernel = self.field.kernel if self.compiled else None
-        lengths_only = np.isinf(log_rtol)  # distances: L-BFGS in the node chart above LENGTHS_NEWTON_MAX_DIM
+        lengths_only = math.isinf(log_rtol)  # distances: L-BFGS in the node chart above LENGTHS_NEWTON_MAX_DIM
         method = resolve_method(self.method, self.field.dim, n_problems=len(point), compiled=True, lengths_only=lengths_only)
         if kernel is None or method != "newton":
             return self._solve_numpy(point, base_point, log_rtol)
         n_levels = (self.max_segments // self.n_segments).bit_length()  # levels up to max_segments
         first_levels = min(n_levels, max(3, (128 // self.n_segments).bit_length()))  # up to 128 segments
         options = (self.n_segments, self.max_segments, self.rtol, log_rtol, self.tol, self.max_iter)
-        *outputs, level_iters, status = rbf_log_pairs(
+        *outputs, iterations, status = rbf_log_pairs(
             kernel, point, base_point, *options, laplacian_levels(self.n_segments, first_levels), first_levels
         )
-        outputs[-1], iterations = _object_array(outputs[-1]), np.zeros((len(point), n_levels), dtype=int)
-        iterations[:, :first_levels] = level_iters
-        finer = np.flatnonzero(status == NEEDS_LEVEL)  # rare: pairs that need more than 128 segments
+        outputs[-1] = _object_array(outputs[-1])
+        finer = np.flatnonzero(status == NEEDS_LEVEL) if status.any() else ()  # rare: more than 128 segments
         if len(finer):
+            iterations = np.pad(iterations, ((0, 0), (0, n_levels - first_levels)))
             *parts, iterations[finer], status[finer] = rbf_log_pairs(
                 kernel, point[finer], base_point[finer], *options, laplacian_levels(self.n_segments, n_levels), n_levels
             )
             for output, part in zip(outputs, parts):
                 output[finer] = _object_array(part) if isinstance(part, list) else part
         outputs.append(np.full(len(point), iterations.max(axis=0).sum()))
-        failed = np.flatnonzero(status == FAILED)  # the kernel declined (overflow, not SPD): the numpy path explains
-        if len(failed):
+        failed = np.flatnonzero(status == FAILED) if status.any() else ()  # the kernel declined (overflow, not SPD)
+        if len(failed):  # the numpy path explains
             for output, part in zip(outputs, self._solve_numpy(point[failed], base_point[failed], log_rtol)):
                 output[failed] = part
             outputs[-1][:] = outputs[-1].max()

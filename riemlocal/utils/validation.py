@@ -1,5 +1,6 @@
 """Input validation shared by every module: clear errors naming the argument."""
 
+import math
 import numbers
 
 import numpy as np
@@ -64,7 +65,7 @@ def check_points(x, dim=None, name="x", min_ndim=1):
         raise ValueError(f"{name} must have at least {min_ndim} axis(es) of shape (..., dim), got shape {arr.shape}")
     if dim is not None and arr.shape[-1] != dim:
         raise ValueError(f"{name} must have last axis of length dim={dim}, got shape {arr.shape}")
-    if not np.all(np.isfinite(arr)):
+    if not math.isfinite(arr.sum()) and not np.isfinite(arr).all():  # a finite sum has finite terms
         raise ValueError(f"{name} contains NaN or infinite values")
     return arr
 
@@ -76,8 +77,9 @@ def check_broadcast(dim, *named):
     the error names every argument with its shape.
     """
     arrays = [check_points(value, dim, name) for value, name in named]
+    shapes = {array.shape for array in arrays}
     try:
-        shape = np.broadcast_shapes(*(array.shape for array in arrays))
+        shape = shapes.pop() if len(shapes) == 1 else np.broadcast_shapes(*(array.shape for array in arrays))
     except ValueError:
         listed = " and ".join(f"{name} of shape {array.shape}" for array, (_, name) in zip(arrays, named))
         raise ValueError(f"{listed} do not broadcast together") from None
