@@ -304,14 +304,9 @@ def _new_state(n_nodes, dim, n_centers):
 
 
 @njit(cache=True)
-def _newton(kernel, chart, tol, max_iter, work, terms):
-    """:func:`batched_newton` for one problem from ``z = 0``: returns the state, value, iterations and gradient norm (NaN value: failed)."""
-    start = chart[0]
-    n_nodes, dim = start.shape
+def _newton_buffers(n_nodes, dim, n_centers):
+    """Arrays of :func:`_newton`: two states of :func:`_evaluate`, the scratch of :func:`_newton_direction`, and z, trial z, direction."""
     n_interior = n_nodes - 2
-
-    n_centers = len(kernel.centers)
-    current, trial = _new_state(n_nodes, dim, n_centers), _new_state(n_nodes, dim, n_centers)
     scratch = (
         np.empty((n_interior, dim)),
         np.empty((n_interior, dim, dim)),
@@ -319,10 +314,24 @@ def _newton(kernel, chart, tol, max_iter, work, terms):
         np.empty((n_interior, dim, dim)),
         np.empty((max(n_interior - 1, 0), dim, dim)),
     )
-    z, trial_z, direction = np.zeros((n_interior, dim)), np.empty((n_interior, dim)), np.empty((n_interior, dim))
+    vectors = (np.zeros((n_interior, dim)), np.empty((n_interior, dim)), np.empty((n_interior, dim)))
+    return (_new_state(n_nodes, dim, n_centers), _new_state(n_nodes, dim, n_centers)), scratch, vectors
+
+
+@refcount_free
+def _newton(kernel, chart, tol, max_iter, work, terms, buffers):
+    """:func:`batched_newton` for one problem from ``z = 0`` (:func:`_newton_buffers`, z zero).
+
+    Returns the value, iterations, gradient norm and which of the two states holds the minimizer (NaN value: failed).
+    """
+    states, scratch, vectors = buffers
+    current, trial = states
+    z, trial_z, direction = vectors
+    n_interior, dim = z.shape
+    which = 0
     value = _evaluate(kernel, chart, z, current, work, terms)
     if not math.isfinite(value):
-        return current, np.nan, 0, np.nan
+        return np.nan, 0, np.nan, which
     norm = _max_abs(current[2])
     best_norm, stalls, n_iter, running = norm, 0, 0, norm > tol
     while running and n_iter < max_iter:
@@ -340,7 +349,7 @@ def _newton(kernel, chart, tol, max_iter, work, terms):
                     trial_z[i, k] = z[i, k] + step_length * direction[i, k]
             trial_value = _evaluate(kernel, chart, trial_z, trial, work, terms)
             if not math.isfinite(trial_value):
-                return current, np.nan, n_iter, np.nan  # the numpy path raises the error that explains it
+                return np.nan, n_iter, np.nan, which  # the numpy path raises the error that explains it
             trial_slope = _dot(trial[2], direction)
             armijo = trial_value <= value + ARMIJO * step_length * slope
             wolfe = trial_value <= round_off and trial_slope >= 0.9 * slope
@@ -352,12 +361,12 @@ def _newton(kernel, chart, tol, max_iter, work, terms):
         stalls = 0 if ((accepted and trial_value < value) or new_norm < best_norm) else stalls + 1
         if accepted:
             z, trial_z = trial_z, z
-            current, trial = trial, current
+            current, trial, which = trial, current, 1 - which
             value, norm = trial_value, new_norm
         best_norm = min(best_norm, norm)
         running = accepted and norm > tol and stalls < MAX_STALLS
         n_iter += 1
-    return current, value, n_iter, norm
+    return value, n_iter, norm, which
 
 
 @refcount_free
@@ -453,7 +462,7 @@ def _levels(kernel, n_segments, step, max_segments, rtol, log_rtol, tol, max_ite
     distance and of the Log vector, the finest curve, its segments and whether every level met its
     tolerance; iterations per level into ``level_iters``.
     """
-    dim = len(step)
+    dim, n_centers = len(step), len(kernel.centers)
     work = rbf_work_space_compiled(kernel)
     terms = (np.empty(dim), np.empty(dim), np.empty((dim, dim)), np.empty((dim, dim)), np.empty((dim, dim)))
     base_metric, factor, metric = np.empty((dim, dim)), np.empty((dim, dim)), np.empty((dim, dim))
@@ -498,14 +507,15 @@ def _levels(kernel, n_segments, step, max_segments, rtol, log_rtol, tol, max_ite
         chart = (curve, math.sqrt(normalizer) / math.sqrt(2.0 * n_segments * 1.0), normalizer, factor, inverse_factor,
                  preconditioner, inverse_preconditioner)
         level_tol = tol * (COARSE_TOL_FACTOR if level == 0 else 1.0)
-        state, scaled_energy, n_iter, norm = _newton(kernel, chart, level_tol, max_iter, work, terms)
+        buffers = _newton_buffers(n_segments + 1, dim, n_centers)
+        scaled_energy, n_iter, norm, which = _newton(kernel, chart, level_tol, max_iter, work, terms, buffers)
         if not math.isfinite(scaled_energy):
             return FAILED, value, 0.0, 0.0, curve, n_segments, optimized
         level_iters[level] = n_iter
         optimized &= norm <= STALL_FACTOR * level_tol
         energy = scaled_energy * normalizer
         minimized = np.empty_like(curve)
-        _assign(minimized, state[0], 1.0)
+        _assign(minimized, buffers[0][which][0], 1.0)
         if not _measure(kernel, minimized, energy, base_metric, work, terms, row[0]):
             return FAILED, value, 0.0, 0.0, curve, n_segments, optimized
         for j in range(1, min(level, 2) + 1):
