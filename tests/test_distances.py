@@ -201,7 +201,7 @@ def test_pruned_envelope_is_exact(dim, n_centers, condition, monkeypatch):
 
 def test_per_query_calls_reuse_candidate_norms(monkeypatch):
     """Per-query calls remember each candidate's float32 norms on the field: computed once per distinct
-    candidate, the same values as one batched call, and the memo stays within TASK_ELEMENTS numbers."""
+    candidate, the same values as one batched call (to rounding), and the memo stays within TASK_ELEMENTS numbers."""
     rng = np.random.default_rng(5)
     dim, n_centers = 8, 50
     field = NearestLocalField(rng.normal(size=(n_centers, dim)), random_spd(rng, n_centers, dim, 100.0))
@@ -213,7 +213,7 @@ def test_per_query_calls_reuse_candidate_norms(monkeypatch):
     per_query = np.array([distance(field, q, c, rule="line", squared=True) for q, c in zip(queries, candidates)])
     assert sum(computed) == len(field._norm_memo) == len(np.unique(candidates.reshape(-1, dim), axis=0))
     batched = distance(field, queries[:, None], candidates, rule="line", squared=True)
-    np.testing.assert_allclose(per_query, batched, rtol=1e-14)
+    np.testing.assert_allclose(per_query, batched, rtol=1e-12)  # exact forms summed in another order (quadratic_forms)
     np.testing.assert_allclose(batched, unpruned_walk(field, queries.repeat(6, 0), candidates.reshape(-1, dim))[0].reshape(batched.shape), rtol=1e-12)
     monkeypatch.setattr(_envelope, "TASK_ELEMENTS", 10 * n_centers)  # room for 10 candidates: the memo is cleared
     field._norm_memo.clear()
@@ -285,6 +285,26 @@ def test_compiled_candidates_equal_numpy():
         assert 0 < compiled.sum() < compiled.size and compiled[[80, 81, 83]].all() and compiled[82, 5]
     exact = (quadratic[20:40], linear[20:40], constant[20:40])
     np.testing.assert_array_equal(_envelope._envelope_candidates(*exact), _envelope._envelope_candidates(*exact, compiled=False))
+
+
+@pytest.mark.parametrize("m", [None, 1, 3])
+def test_compiled_quadratic_forms_equal_numpy(m):
+    """The compiled pass over the pairs gives the grouped products' forms to 1e-12 (of |v|^T |A| |v|), for
+    single vectors and Gram matrices, unsorted and repeated indices, non-symmetric matrices and no pairs."""
+    rng = np.random.default_rng(4)
+    dim = 7
+    matrices = rng.normal(size=(9, dim, dim)) * np.geomspace(1e-3, 1e3, dim)
+    index = rng.integers(0, 9, size=40)
+    vectors = rng.normal(size=(40, dim) if m is None else (40, m, dim))
+    compiled = quadratic_forms(matrices, index, vectors, compiled=True)
+    numpy = quadratic_forms(matrices, index, vectors, compiled=False)
+    stacked = vectors[:, None] if m is None else vectors
+    scale = np.einsum("pai,pij,pbj->pab", np.abs(stacked), np.abs(matrices[index]), np.abs(stacked)).reshape(compiled.shape)
+    expected = np.einsum("pai,pij,pbj->pab", stacked, matrices[index], stacked).reshape(compiled.shape)
+    assert compiled.shape == numpy.shape == ((40,) if m is None else (40, m, m))
+    assert np.all(np.abs(compiled - numpy) <= 1e-12 * scale)
+    assert np.all(np.abs(compiled - expected) <= 1e-12 * scale)
+    assert quadratic_forms(matrices, index[:0], vectors[:0], compiled=True).shape == compiled[:0].shape
 
 
 @pytest.mark.parametrize("magnitude", [1e-30, 1.0, 1e30])
