@@ -318,10 +318,12 @@ def test_float32_bounds_hold(magnitude):
     points = rng.normal(size=(50, dim)) * np.geomspace(1e-10, 1e10, dim)  # widely spread coordinates
     norms = np.einsum("pi,pi->p", points, points)
     estimate = _envelope._packed_norms(arrays, points)
+    single = points[:3].astype(np.float32)  # the compiled triangle products are numpy's, bit for bit
+    np.testing.assert_array_equal(_envelope._triangle_products(single), single[:, arrays.rows] * single[:, arrays.cols])
     exact = np.einsum("pi,rij,pj->pr", points, metrics, points)
     assert np.all(np.abs(estimate - exact) <= arrays.norm_error * norms[:, None] * arrays.spread)
     scale = np.ldexp(1.0, np.frexp(np.abs(points).max(axis=1))[1])
-    products = ((points / scale[:, None]).astype(np.float32) @ arrays.full.T).astype(float).reshape(50, 30, dim)
+    products = ((points / scale[:, None]).astype(np.float32) @ arrays.full).astype(float).reshape(50, 30, dim)
     products *= (scale[:, None] * arrays.scale)[:, :, None]
     error = np.linalg.norm(products - np.einsum("rij,pj->pri", metrics, points), axis=2)
     assert np.all(error <= arrays.product_error * np.sqrt(norms)[:, None] * arrays.spread)
