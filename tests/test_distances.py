@@ -287,6 +287,24 @@ def test_compiled_candidates_equal_numpy():
     np.testing.assert_array_equal(_envelope._envelope_candidates(*exact), _envelope._envelope_candidates(*exact, compiled=False))
 
 
+def test_compiled_walk_equals_numpy():
+    """The compiled envelope walk finds the numpy walk's pieces, bit for bit and in the same order along each
+    row, on random parabolas with ties everywhere, near-ties (1e-17 apart) and straight lines."""
+    rng = np.random.default_rng(6)
+    shape = (300, 40)
+    quadratic, linear, constant = rng.exponential(size=shape), rng.normal(size=shape), rng.exponential(size=shape)
+    quadratic[:20], linear[:20], constant[:20] = quadratic[:20, :1], linear[:20, :1], constant[:20, :1]  # all tied
+    quadratic[20:40, 5:], linear[20:40, 5:] = quadratic[20:40, :1], linear[20:40, :1]
+    constant[20:40, 5:] = constant[20:40, :1] + 1e-17
+    quadratic[40:60] = 0.0
+    numpy = _lower_envelope(quadratic, linear, constant, compiled=False)
+    compiled = _lower_envelope(quadratic, linear, constant)
+    order = np.argsort(numpy[0], kind="stable")  # numpy lists the pieces breakpoint by breakpoint
+    for expected, found in zip(numpy, compiled):
+        np.testing.assert_array_equal(found, expected[order])
+    assert len(compiled[0]) > 2 * len(quadratic)  # several pieces per row
+
+
 @pytest.mark.parametrize("m", [None, 1, 3])
 def test_compiled_quadratic_forms_equal_numpy(m):
     """The compiled pass over the pairs gives the grouped products' forms to 1e-12 (of |v|^T |A| |v|), for

@@ -303,7 +303,7 @@ def _entering_roots(da, db, dc):
     return np.where((disc > 0) & ((da != 0) | (db < 0)), root, np.inf)
 
 
-def _lower_envelope(quadratic, linear, constant):
+def _lower_envelope(quadratic, linear, constant, compiled=True):
     r"""Walk the lower envelope of :math:`q_r(\lambda) = a_r\lambda^2 + b_r\lambda + c_r` on [0, 1].
 
     Vectorized over pairs (rows), after dropping the parabolas that cannot
@@ -315,6 +315,9 @@ def _lower_envelope(quadratic, linear, constant):
     point), and re-walked from the same :math:`\lambda` with the parabola found
     there when another one is lower beyond rounding.
 
+    ``compiled`` walks row by row in the same floating-point operations (:func:`_compiled_walk`,
+    no numpy call per breakpoint); the pieces then come row by row, each row's in the same order.
+
     Returns
     -------
     pair, cell, span : ndarray of shape (n_segments,)
@@ -323,6 +326,11 @@ def _lower_envelope(quadratic, linear, constant):
     keep = _compact(_envelope_candidates(quadratic, linear, constant))[0]
     rows = np.arange(len(keep))[:, None]
     quadratic, linear, constant = quadratic[rows, keep], linear[rows, keep], constant[rows, keep]
+    if compiled:
+        pair, cell, span, finished = _compiled_walk(quadratic, linear, constant)
+        if not finished:
+            raise RuntimeError("the lower-envelope walk did not terminate; please report this input")
+        return pair, keep[pair, cell], span
     n_rows, n_parabolas = constant.shape
     start = np.zeros(n_rows)
     active = np.argmin(constant, axis=1)
@@ -360,6 +368,62 @@ def _lower_envelope(quadratic, linear, constant):
         raise RuntimeError("the lower-envelope walk did not terminate; please report this input")
     pair = np.concatenate(pairs)
     return pair, keep[pair, np.concatenate(cells)], np.concatenate(spans)
+
+
+@njit(cache=True, error_model="numpy")
+def _compiled_walk(quadratic, linear, constant):
+    """:func:`_lower_envelope`'s walk, one row at a time: ``pair, cell, span`` and whether every row finished."""
+    n_rows, n_parabolas = constant.shape
+    n_steps = 4 * n_parabolas + 16
+    pair, cell = np.empty(n_rows * n_steps, dtype=np.int64), np.empty(n_rows * n_steps, dtype=np.int64)
+    span = np.empty(n_rows * n_steps)
+    entry, values = np.empty(n_parabolas), np.empty(n_parabolas)
+    tiny = 16.0 * np.finfo(np.float64).eps
+    n_pieces = 0
+    for p in range(n_rows):
+        a, b, c = quadratic[p], linear[p], constant[p]
+        active, lam, finished = np.argmin(c), 0.0, False
+        for _ in range(n_steps):
+            r = active
+            for s in range(n_parabolas):
+                entry[s] = _entering_root(a[s] - a[r], b[s] - b[r], c[s] - c[r])
+                if entry[s] <= lam:
+                    entry[s] = np.inf
+            following = np.argmin(entry)
+            stop = entry[following]
+            end = np.minimum(stop, 1.0)
+            mid = 0.5 * (lam + end)
+            for s in range(n_parabolas):
+                values[s] = (a[s] * mid + b[s]) * mid + c[s]
+            best = np.argmin(values)
+            slack = tiny * (
+                (abs(a[r]) + abs(a[best])) * (mid * mid) + (abs(b[r]) + abs(b[best])) * mid + abs(c[r]) + abs(c[best])
+            )
+            if values[best] < values[r] - slack:
+                active = best
+                continue
+            pair[n_pieces], cell[n_pieces], span[n_pieces] = p, r, end - lam
+            n_pieces += 1
+            lam, active = stop, following
+            if not stop < 1.0:
+                finished = True
+                break
+        if not finished:
+            return pair[:n_pieces], cell[:n_pieces], span[:n_pieces], False
+    return pair[:n_pieces], cell[:n_pieces], span[:n_pieces], True
+
+
+@njit(cache=True, error_model="numpy")
+def _entering_root(da, db, dc):
+    """:func:`_entering_roots` of one difference of parabolas, in the same floating-point operations."""
+    disc = db * db - 4.0 * da * dc
+    sign = np.sign(db) if db != 0 else np.sign(da)
+    q = -0.5 * (db + sign * np.sqrt(np.maximum(disc, 0.0)))
+    first, second = q / da, dc / q
+    root = np.fmin(first, second) if da > 0 else np.fmax(first, second)
+    if da == 0:
+        root = second
+    return root if disc > 0 and (da != 0 or db < 0) else np.inf
 
 
 def _envelope_candidates(quadratic, linear, constant, curvature_error=0.0, offset_error=0.0, n_pieces=4, compiled=True):
