@@ -222,6 +222,25 @@ def test_per_query_calls_reuse_candidate_norms(monkeypatch):
         assert len(field._norm_memo) * n_centers <= 10 * n_centers
 
 
+def test_one_query_reads_the_packed_triangles(monkeypatch):
+    """A call with one query computes its P_r x from the packed triangles (batches use the stacked matrices):
+    the pruned walk still equals the unpruned one, and the batched call, which prunes with the other estimates."""
+    rng = np.random.default_rng(8)
+    dim, n_centers = 20, 150
+    field = NearestLocalField(rng.normal(size=(n_centers, dim)), random_spd(rng, n_centers, dim, 1e3))
+    queries, candidates = 1.5 * rng.normal(size=(6, dim)), 1.5 * rng.normal(size=(6, 9, dim))
+    points = []
+    packed_products = _envelope._packed_products
+    monkeypatch.setattr(_envelope, "_packed_products", lambda packed, point: points.append(point) or packed_products(packed, point))
+    sizes = count_exact_curvatures(monkeypatch)
+    per_query = np.array([distance(field, q, c, rule="line", squared=True) for q, c in zip(queries, candidates)])
+    assert len(points) == len(queries) and 0 < sum(sizes) < 0.25 * len(queries) * 9 * n_centers  # pruning is active
+    unpruned = unpruned_walk(field, queries.repeat(9, 0), candidates.reshape(-1, dim))[0].reshape(6, 9)
+    np.testing.assert_allclose(per_query, unpruned, rtol=1e-12)
+    np.testing.assert_allclose(distance(field, queries[:, None], candidates, rule="line", squared=True), per_query, rtol=1e-12)
+    assert len(points) == len(queries)
+
+
 @pytest.mark.parametrize("stiffness", [1e2, 1e4])
 @pytest.mark.parametrize("loose", [False, True])
 def test_pruning_keeps_a_cell_entered_only_inside_the_segment(stiffness, loose, monkeypatch):
@@ -327,7 +346,8 @@ def test_compiled_quadratic_forms_equal_numpy(m):
 
 @pytest.mark.parametrize("magnitude", [1e-30, 1.0, 1e30])
 def test_float32_bounds_hold(magnitude):
-    """The float32 norms y^T P_r y and products P_r x stay within their stated bounds, at any scale and conditioning."""
+    """The float32 norms y^T P_r y and products P_r x (from the stacked matrices, and from the packed triangles for one
+    point) stay within their stated bounds, at any scale and conditioning."""
     rng = np.random.default_rng(3)
     dim = 40
     metrics = random_spd(rng, 30, dim, condition=1e8) * magnitude
@@ -341,10 +361,16 @@ def test_float32_bounds_hold(magnitude):
     exact = np.einsum("pi,rij,pj->pr", points, metrics, points)
     assert np.all(np.abs(estimate - exact) <= arrays.norm_error * norms[:, None] * arrays.spread)
     scale = np.ldexp(1.0, np.frexp(np.abs(points).max(axis=1))[1])
-    products = ((points / scale[:, None]).astype(np.float32) @ arrays.full).astype(float).reshape(50, 30, dim)
-    products *= (scale[:, None] * arrays.scale)[:, :, None]
-    error = np.linalg.norm(products - np.einsum("rij,pj->pri", metrics, points), axis=2)
-    assert np.all(error <= arrays.product_error * np.sqrt(norms)[:, None] * arrays.spread)
+    scaled = (points / scale[:, None]).astype(np.float32)
+    stacked = (scaled @ arrays.full).reshape(50, 30, dim)  # many points: one product with the stacked matrices
+    packed = np.array([_envelope._packed_products(arrays.packed, point).T for point in scaled])  # one point
+    bound = arrays.product_error * np.sqrt(norms)[:, None] * arrays.spread
+    for products in (stacked, packed):
+        products = products.astype(float) * (scale[:, None] * arrays.scale)[:, :, None]
+        error = np.linalg.norm(products - np.einsum("rij,pj->pri", metrics, points), axis=2)
+        assert np.all(error <= bound)
+    difference = np.linalg.norm((packed.astype(float) - stacked) * (scale[:, None] * arrays.scale)[:, :, None], axis=2)
+    assert np.all(difference <= 2 * bound) and np.any(difference > 0)  # two summation orders, both within the bound
     assert not arrays.packed.flags.writeable and not arrays.full.flags.writeable
 
 

@@ -42,15 +42,16 @@ EnvelopeArrays = namedtuple(
 )
 EnvelopeArrays.__doc__ = r"""Per-field data of the float32 estimates and their bounds (own metrics).
 
-``packed`` ``(R, K(K+1)/2)`` float32: the upper triangles of :math:`P_r / \sigma_r`,
-off-diagonals doubled; ``full`` ``(K, R K)`` float32: the stacked :math:`P_r / \sigma_r`, transposed
-(:math:`x^T` ``full`` lists the :math:`P_r x / \sigma_r`; read along rows, 1.2x faster for one point);
+``packed`` ``(K(K+1)/2, R)`` float32: the upper triangles of :math:`P_r / \sigma_r`, one column
+per center, off-diagonals doubled; ``full`` ``(K, R K)`` float32: the stacked :math:`P_r / \sigma_r`,
+transposed (:math:`x^T` ``full`` lists the :math:`P_r x / \sigma_r`, one product for many points;
+one point reads ``packed`` instead, half the bytes: :func:`_packed_products`);
 ``scale`` the powers of two :math:`\sigma_r \ge \max |P_r|` (entries within [-1, 1],
 nothing overflows); ``spread`` :math:`\nu_r \ge \| |P_r| \|_2` (the largest absolute
 row sum); ``rows, cols`` the triangle's indices; the error factors of
 :func:`_parabolas`: a float32 norm :math:`y^T P_r y` is off by at most ``norm_error``
-:math:`\nu_r |y|^2` (:func:`_packed_norms`), a float32 product :math:`P_r x` by at most
-``product_error`` :math:`\nu_r |x|` (in norm), float64 rounding by at most
+:math:`\nu_r |y|^2` (:func:`_packed_norms`), a float32 product :math:`P_r x` (from ``full``
+or from ``packed``) by at most ``product_error`` :math:`\nu_r |x|` (in norm), float64 rounding by at most
 ``float64_error`` :math:`\nu_r (|x| + |y| + |x_r|)^2`.
 """
 
@@ -62,13 +63,14 @@ def envelope_arrays(field):
     scale = np.ldexp(1.0, np.frexp(np.max(np.abs(packed), axis=1))[1])
     spread = _MARGIN * np.max(np.sum(np.abs(field.metrics), axis=2), axis=1)
     # scaled by powers of two, s <= 2 max|p_i| <= 2 |p| and sigma_r <= 2 max|packed| <= 4 nu_r: underflow adds
-    # at most 4 n 2^-126 s^2 sigma_r <= 64 n 2^-126 nu_r |p|^2 to a norm, 4 K 2^-126 s sigma_r <= 32 K 2^-126 nu_r |x|
-    # to a product (n terms after 4 roundings of their factors: gamma_{n+4}; K terms after 2: gamma_{K+2})
+    # at most 4 n 2^-126 s^2 sigma_r <= 64 n 2^-126 nu_r |p|^2 to a norm, 5 (K + 1) 2^-126 s sigma_r <= 40 (K + 1)
+    # 2^-126 nu_r |x| to a product (n terms after 4 roundings of their factors: gamma_{n+4}; K terms after 2 from
+    # full, gamma_{K+2}, or K + 1 from packed, the diagonal's in two halves and x halved: gamma_{K+3}, 5 operations)
     size, dim = len(rows), field.dim
     norm_error = _gamma32(size + 4) + 64 * size * _TINY32
-    product_error = _gamma32(dim + 2) + 32 * dim * _TINY32
+    product_error = _gamma32(dim + 3) + 40 * (dim + 1) * _TINY32
     float64_error = 16 * (dim + 2) * _UNIT64  # (8K + 16) u: every float64 sum and product of the estimates and exact values
-    packed = (packed / scale[:, None]).astype(np.float32)
+    packed = np.ascontiguousarray((packed / scale[:, None]).astype(np.float32).T)
     full = (field.metrics / scale[:, None, None]).astype(np.float32).transpose(2, 0, 1).reshape(dim, -1)
     for array in (packed, full, scale, spread, rows, cols):
         array.flags.writeable = False
@@ -168,7 +170,7 @@ def _packed_norms(arrays, points):
     """
     scale = np.ldexp(1.0, np.frexp(np.max(np.abs(points), axis=1, initial=0.0))[1])
     scaled = (points / scale[:, None]).astype(np.float32)
-    return (_triangle_products(scaled) @ arrays.packed.T).astype(float) * (scale[:, None] ** 2 * arrays.scale)  # exact powers of two
+    return (_triangle_products(scaled) @ arrays.packed).astype(float) * (scale[:, None] ** 2 * arrays.scale)  # exact powers of two
 
 
 @njit(cache=True)
@@ -181,6 +183,30 @@ def _triangle_products(points):
         for i in range(dim):
             out[p, start : start + dim - i] = points[p, i] * points[p, i:]
             start += dim - i
+    return out
+
+
+@njit(cache=True)
+def _packed_products(packed, point):
+    r"""Float32 :math:`P'_r h` of one point, :math:`h = p / 2`, from the packed triangles :math:`P'_r` (doubled
+    off-diagonals), shape ``(K, R)``: :math:`P_r p / \sigma_r`. Row :math:`i` of the triangles adds
+    :math:`P'_{ij} h_i` to entry :math:`j \ge i` (one loop over the row's entries and centers) and
+    :math:`\sum_{j \ge i} P'_{ij} h_j` to entry :math:`i` (a product with the row's block): each
+    diagonal term comes in two halves. The triangles are read once (:class:`EnvelopeArrays`, ``product_error``).
+    """
+    n_centers, dim = packed.shape[1], len(point)
+    half = point * np.float32(0.5)
+    out = np.zeros((dim, n_centers), dtype=np.float32)
+    flat_out, flat_packed = out.reshape(-1), packed.reshape(-1)
+    start = 0
+    for i in range(dim):
+        size, weight = (dim - i) * n_centers, half[i]
+        target = flat_out[i * n_centers : i * n_centers + size]
+        source = flat_packed[start * n_centers : start * n_centers + size]
+        for k in range(size):
+            target[k] += weight * source[k]
+        out[i] += np.dot(half[i:], packed[start : start + dim - i])
+        start += dim - i
     return out
 
 
@@ -229,8 +255,12 @@ def _parabolas(context, queries, Y, local, y_index):
     if field.proximity is None:
         arrays = field._envelope_arrays
         scale = np.ldexp(1.0, np.frexp(np.max(np.abs(x), axis=1, initial=0.0))[1])  # powers of two
-        products = ((x / scale[:, None]).astype(np.float32) @ arrays.full).astype(float)
-        products = products.reshape(len(x), field.n_centers, field.dim) * (scale[:, None] * arrays.scale)[:, :, None]
+        scaled = (x / scale[:, None]).astype(np.float32)
+        if len(x) == 1:
+            products = _packed_products(arrays.packed, scaled[0]).T[None].astype(float, order="C")
+        else:
+            products = (scaled @ arrays.full).astype(float).reshape(len(x), field.n_centers, field.dim)
+        products *= (scale[:, None] * arrays.scale)[:, :, None]
         half_gradients = products - projected_centers
     else:
         half_gradients = (x @ field.proximity)[:, None, :] - projected_centers
