@@ -223,7 +223,7 @@ class RBFLocalField(_LocalField):
         self.sigma = check_positive(sigma, "sigma")
         super().__init__(centers, metrics, proximity)
 
-    @property
+    @cached_property
     def kernel(self):
         """:class:`~riemlocal.fields.kernels.RBFKernel` of this field (read-only arrays)."""
         own = self.proximity is None

@@ -356,7 +356,8 @@ class EnergyLogSolver:
             curves=curves.reshape(shape),
             n_iter=int(n_iter.max()),
         )
-        self._warn(optimized, error, log_error, log_rtol)
+        if not converged.all():
+            self._warn(optimized, error, log_error, log_rtol)
         return self.last_result_
 
     def _solve_chunk(self, point, base_point, log_rtol):
