@@ -42,7 +42,7 @@ def compiled_kernel(field, n_points):
 
 
 def refcount_free(function):
-    """``numba.njit`` without reference counting, for kernels that allocate nothing and return no array.
+    """``numba.njit`` without reference counting, for kernels that allocate nothing and return no array to counted code.
 
     Numba counts references to every array argument, tuple item and view with an
     atomic increment and decrement (a fifth of a D = 2 Log); a kernel that only
