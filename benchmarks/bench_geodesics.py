@@ -11,7 +11,7 @@ distance error (``log_solver.last_result_.error_estimate``) bounds the true one.
 
 Times are medians over pairs of the median of 3 runs, after one warm-up solve.
 Log uses ``method="auto"`` (:func:`riemlocal.numerics.resolve_method`): for these
-RBF fields the compiled Newton up to D = 14 (one pair up to D = 20), numpy L-BFGS
+RBF fields the compiled Newton up to D = 17 (one pair up to D = 20), numpy L-BFGS
 above; the last table times both minimizers on the same batches.
 
 Run: ``python benchmarks/bench_geodesics.py [--quick]`` (one BLAS thread).

@@ -55,6 +55,22 @@ def test_batched_kernels_equal_numpy(dim):
         assert relative(compiled, field._acceleration_derivative(x, v, dx, dv)) < 1e-12
 
 
+@pytest.mark.parametrize("dim", [1, 2, 5])
+def test_compiled_segment_terms_equal_numpy(dim):
+    """Segment terms of small batches run compiled (relative to each curve's first node; tests/test_translation.py
+    checks them at offsets up to 1e8): equal to the numpy energy terms at the segments' midpoints and steps."""
+    rng = np.random.default_rng(40 + dim)
+    curves = np.cumsum(rng.normal(size=(3, 7, dim)) * 0.4, axis=1)
+    steps, midpoints = np.diff(curves, axis=1), 0.5 * (curves[:, 1:] + curves[:, :-1])
+    for field in rbf_fields(dim, seed=dim):
+        assert compiled_kernel(field, curves.shape[0] * (curves.shape[1] - 1)) is not None
+        terms = field.segment_energy_terms(curves, hessian=True)
+        expected = field.energy_terms(steps, midpoints) + field.energy_hessian(steps, midpoints)
+        for compiled, numpy_path in zip(terms, expected, strict=True):
+            assert relative(compiled, numpy_path) < 1e-12
+        assert len(field.segment_energy_terms(curves)) == 2
+
+
 @pytest.mark.parametrize("dim", [1, 2, 4])
 def test_compiled_exp_equals_numpy_path(dim):
     rng = np.random.default_rng(10 + dim)

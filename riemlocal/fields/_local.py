@@ -22,7 +22,7 @@ from ..utils.arrays import CACHE_ELEMENTS, TASK_ELEMENTS
 from ..utils.validation import check_broadcast, check_points, check_positive, check_spd, solve_spd
 from ._base import MetricField, SegmentCells
 from ._envelope import envelope_arrays, envelope_cells
-from .kernels import RBFKernel, compiled_kernel, rbf_acceleration_derivatives, rbf_accelerations
+from .kernels import RBFKernel, compiled_kernel, rbf_acceleration_derivatives, rbf_accelerations, rbf_segment_energy_terms
 
 __all__ = ["NearestLocalField", "RBFLocalField", "SmoothLocalField"]
 
@@ -223,7 +223,7 @@ class RBFLocalField(_LocalField):
         self.sigma = check_positive(sigma, "sigma")
         super().__init__(centers, metrics, proximity)
 
-    @property
+    @cached_property
     def kernel(self):
         """:class:`~riemlocal.fields.kernels.RBFKernel` of this field (read-only arrays)."""
         own = self.proximity is None
@@ -379,6 +379,11 @@ class RBFLocalField(_LocalField):
         return relative, centers, products, half_grad
 
     def _segment_terms(self, nodes, hessian):
+        kernel = compiled_kernel(self, nodes.shape[0] * (nodes.shape[1] - 1))
+        if kernel is not None:  # compiled where that is faster, unless a proximity overflows
+            terms, done = rbf_segment_energy_terms(kernel, np.ascontiguousarray(nodes), hessian)
+            if done:
+                return terms if hessian else terms[:2]
         relative, centers, products, node_grad = self._node_terms(nodes)
         local = np.diff(products, axis=1).reshape(-1, self.n_centers, self.dim)
         steps = np.diff(nodes, axis=1).reshape(-1, self.dim)

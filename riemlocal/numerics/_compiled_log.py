@@ -106,7 +106,7 @@ def block_tridiagonal_solve(diagonal, upper, rhs, factor, coupling):
 
 @refcount_free
 def _segment_work(segment_work, s):
-    """The :func:`rbf_work_space` arrays of segment ``s`` in the per-segment stacks of a state."""
+    """The :func:`rbf_work_space` arrays of segment ``s`` in the per-segment stacks of a state (views for refcount-free callers only)."""
     return segment_work[0][s], segment_work[1][s], segment_work[2][s], segment_work[3][s]
 
 
@@ -153,7 +153,6 @@ def _curve_hessian(kernel, terms, segment_work, diagonal, upper, scale):
                     diagonal[s - 1, i, j] += quarter - symmetric + second_v
                 if 0 < s < n_segments - 1:
                     upper[s - 1, i, j] = quarter + skew - second_v
-    dim = diagonal.shape[2]
     for array in (diagonal.reshape(-1, dim), upper.reshape(-1, dim)):
         _assign(array, array, scale)
 
@@ -320,7 +319,7 @@ def _newton_buffers(n_nodes, dim, n_centers):
 
 @refcount_free
 def _newton(kernel, chart, tol, max_iter, work, terms, buffers):
-    """:func:`batched_newton` for one problem from ``z = 0`` (:func:`_newton_buffers`, z zero).
+    """:func:`batched_newton` for one problem from ``z = 0``, in the arrays ``buffers`` of :func:`_newton_buffers`.
 
     Returns the value, iterations, gradient norm and which of the two states holds the minimizer (NaN value: failed).
     """

@@ -37,8 +37,8 @@ __all__ = [
 
 METHODS = ("auto", "newton", "lbfgs")  #: energy minimizers
 NEWTON_MAX_DIM = 8  # "auto" takes Newton up to this dimension (above, L-BFGS is faster on batches: benchmarks/bench_geodesics.py)
-COMPILED_NEWTON_MAX_DIM = 14  # ... compiled (a field kernel, one pair at a time): Newton beats batched numpy L-BFGS on
-# batches of 16 up to dim = 14 (17 vs 21-26 ms), not at 16 or 20 (58 vs 30 ms): R = 10, bench_geodesics.random_field
+COMPILED_NEWTON_MAX_DIM = 17  # ... compiled (a field kernel, one pair at a time): Newton beats batched numpy L-BFGS on
+# batches of 16 and 64 up to dim = 17 (14 vs 19 ms, 52 vs 55 ms), not 64 at 20 (72 vs 62 ms): R = 10, bench_geodesics.random_field
 LENGTHS_NEWTON_MAX_DIM = 7  # ... for lengths alone, either way: batched L-BFGS in the node chart is faster above (256 pairs,
 # ms per pair, compiled Newton vs L-BFGS: 0.23 vs 0.27 at dim = 5, 0.34 vs 0.26 at 8, 0.48 vs 0.40 at 10, 0.80 vs 0.45 at 14)
 NEWTON_MAX_WORK = 20**3  # ... and for problems * dim^3 up to this: a few problems pay per-iteration overhead, not O(dim^3)
@@ -56,7 +56,7 @@ def resolve_method(method, dim, free_start=False, n_problems=None, compiled=Fals
     """``"newton"`` or ``"lbfgs"`` for ``method`` in :data:`METHODS`.
 
     ``"auto"`` takes Newton (fixed first nodes only) up to ``dim = 8``
-    (``COMPILED_NEWTON_MAX_DIM = 14`` when ``compiled``: the compiled Log of
+    (``COMPILED_NEWTON_MAX_DIM = 17`` when ``compiled``: the compiled Log of
     the RBF fields; ``LENGTHS_NEWTON_MAX_DIM = 7`` for ``lengths_only``, where
     L-BFGS runs in the node chart: :func:`extrapolate_levels`), and for
     ``n_problems * dim**3 <= NEWTON_MAX_WORK`` (one

@@ -257,7 +257,7 @@ class EnergyLogSolver:
     method : {"auto", "newton", "lbfgs"}, default="auto"
         Newton's method on the block-tridiagonal energy Hessian (:math:`O(N D^3)`
         per step) or L-BFGS (:math:`O(N D^2)`); ``"auto"`` takes Newton up to ``dim = 8``,
-        up to ``dim = 14`` in compiled code (:func:`~riemlocal.numerics.resolve_method`).
+        up to ``dim = 17`` in compiled code (:func:`~riemlocal.numerics.resolve_method`).
         Distances alone (:meth:`dist`) take fewer L-BFGS iterations
         (``lengths_only`` of :func:`~riemlocal.numerics.extrapolate_levels`).
     chunk_size : int, default=64
@@ -356,7 +356,8 @@ class EnergyLogSolver:
             curves=curves.reshape(shape),
             n_iter=int(n_iter.max()),
         )
-        self._warn(optimized, error, log_error, log_rtol)
+        if not converged.all():
+            self._warn(optimized, error, log_error, log_rtol)
         return self.last_result_
 
     def _solve_chunk(self, point, base_point, log_rtol):
