@@ -55,6 +55,25 @@ def test_batched_kernels_equal_numpy(dim):
         assert relative(compiled, field._acceleration_derivative(x, v, dx, dv)) < 1e-12
 
 
+def test_refcount_free_falls_back_to_counted_njit(monkeypatch):
+    """A numba without the ``_nrt`` option still compiles the kernels, with reference counting."""
+    from numba import njit
+
+    from riemlocal.fields import kernels
+
+    def strict_njit(**options):
+        if "_nrt" in options:
+            raise KeyError(f"Unrecognized options: {set(options) - {'cache'}}")
+        return njit(**options)
+
+    monkeypatch.setattr(kernels, "njit", strict_njit)
+
+    def total(a):
+        return a.sum()
+
+    assert kernels.refcount_free(total)(np.arange(4.0)) == 6.0
+
+
 @pytest.mark.parametrize("dim", [1, 2, 5])
 def test_compiled_segment_terms_equal_numpy(dim):
     """Segment terms of small batches run compiled (relative to each curve's first node; tests/test_translation.py

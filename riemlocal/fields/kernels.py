@@ -51,7 +51,7 @@ def refcount_free(function):
     """
     try:
         return njit(cache=True, _nrt=False)(function)
-    except KeyError:  # "Unrecognized options"
+    except (KeyError, TypeError, ValueError):  # numba 0.68: KeyError "Unrecognized options"
         return njit(cache=True)(function)
 
 
