@@ -225,7 +225,7 @@ class RBFLocalField(_LocalField):
 
     @cached_property
     def kernel(self):
-        """:class:`~riemlocal.fields.kernels.RBFKernel` of this field (read-only arrays)."""
+        """:class:`~riemlocal.fields.kernels.RBFKernel` of this field (its own arrays, which the kernels only read)."""
         own = self.proximity is None
         arrays = (np.ascontiguousarray(a) for a in (self.centers, self.metrics, self.metrics if own else self.proximity[None]))
         return RBFKernel(*arrays, float(self.sigma), own)

@@ -241,12 +241,12 @@ class _Chart:
         scale = self.weights[rows] / self.normalizer[rows, None]  # d f / d E_i
         value = np.einsum("pc,pc->p", scale, energy)
         gradient *= scale[:, :, None, None]
-        inverse_factors = self.inverse_factors[rows]
         inner = self._node_products(gradient[:, :, 1:-1, :], rows, transpose=True)
         parts = [(self.curve_scales[rows][:, :, None, None] * (self.preconditioner @ inner)).reshape(len(z), -1)]
         if self.free_start:
             shift_gradient = np.einsum("n,pcnd->pd", self.taper, gradient)
-            parts.insert(0, np.einsum("pde,pe->pd", inverse_factors, shift_gradient) * (self.lengths[rows, None] / np.sqrt(2.0)))
+            shift_gradient = np.einsum("pde,pe->pd", self.inverse_factors[rows], shift_gradient)
+            parts.insert(0, shift_gradient * (self.lengths[rows, None] / np.sqrt(2.0)))
         gradient_z = np.concatenate(parts, axis=1) if len(parts) > 1 else parts[0]
         if not self.newton:
             return value, gradient_z
@@ -424,7 +424,7 @@ def extrapolate_levels(
     keep both in step (``tests/test_compiled_log.py`` compares them).
     ``lengths_only`` (its node chart) is not mirrored: it serves
     batched L-BFGS, and the compiled Newton takes lengths only up to
-    ``LENGTHS_NEWTON_MAX_DIM``, where it converges from midpoint starts in a few steps.
+    ``LENGTHS_NEWTON_MAX_DIM``, where it converges in a few steps.
     """
     n_problems, n_curves = curves.shape[:2]
     weights = np.full((n_problems, n_curves), 1.0 / n_curves) if weights is None else np.asarray(weights, dtype=float)
