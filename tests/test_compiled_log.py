@@ -7,21 +7,7 @@ import pytest
 from test_compiled import random_spd, rbf_fields, relative
 
 from riemlocal import LearnedMetricManifold, SmoothLocalField
-from riemlocal.fields.kernels import rbf_energy_hessian, rbf_energy_terms, rbf_work_space
 from riemlocal.numerics import EnergyLogSolver, block_tridiagonal_solve
-
-
-@pytest.mark.parametrize("dim", [1, 2, 5])
-def test_energy_terms_equal_numpy(dim):
-    rng = np.random.default_rng(20 + dim)
-    for field in rbf_fields(dim, seed=dim):
-        work = rbf_work_space(field.kernel)
-        for x, v in rng.normal(size=(8, 2, dim)) * 1.5:
-            out = (np.empty(dim), np.empty(dim), np.empty((dim, dim)), np.empty((dim, dim)), np.empty((dim, dim)))
-            assert rbf_energy_terms(field.kernel, x, v, work, *out[:2])
-            rbf_energy_hessian(field.kernel, work, *out[2:])
-            for compiled, numpy_path in zip(out, field.energy_terms(v, x) + field.energy_hessian(v, x)):
-                assert relative(compiled, numpy_path) < 1e-12
 
 
 def block_tridiagonal(rng, n, dim, shift):

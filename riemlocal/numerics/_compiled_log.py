@@ -14,9 +14,10 @@ path (so the same results to rounding), each step mirroring its numpy helper:
   Levenberg--Marquardt shifts ``_DAMPING``) from :func:`block_tridiagonal_solve`
   instead of LAPACK's banded ``dpbsv``;
 * :func:`_curve_energy` and :func:`_curve_hessian` -- :func:`curve_energy` and
-  its Hessian blocks, from :func:`~riemlocal.fields.kernels.rbf_energy_terms`
-  and :func:`~riemlocal.fields.kernels.rbf_energy_hessian`; the blocks only
-  at points a Newton step starts from (not at the last point of a level).
+  its Hessian blocks, from :func:`~riemlocal.fields.kernels.rbf_curve_terms`
+  and :func:`~riemlocal.fields.kernels.rbf_curve_hessian` (all segments of a
+  curve at once); the blocks only at points a Newton step starts from (not at
+  the last point of a level).
 
 Curves are kept relative to the base point :math:`x` (the field's centers
 shifted by :math:`-x`), so that nothing cancels at large offsets.
@@ -34,8 +35,9 @@ from ..fields.kernels import (
     cholesky_factor,
     cholesky_solve,
     forward_substitution,
-    rbf_energy_hessian,
-    rbf_energy_terms,
+    rbf_curve_hessian,
+    rbf_curve_terms,
+    rbf_curve_work_compiled,
     rbf_metric,
     rbf_weights,
     rbf_work_space_compiled,
@@ -105,48 +107,38 @@ def block_tridiagonal_solve(diagonal, upper, rhs, factor, coupling):
 
 
 @refcount_free
-def _segment_work(segment_work, s):
-    """The :func:`rbf_work_space` arrays of segment ``s`` in the per-segment stacks of a state (views for refcount-free callers only)."""
-    return segment_work[0][s], segment_work[1][s], segment_work[2][s], segment_work[3][s]
+def _curve_energy(kernel, curve, gradient, curve_work):
+    """:func:`curve_energy` of one curve and its gradient; NaN on failure.
 
-
-@refcount_free
-def _curve_energy(kernel, curve, work, terms, gradient, segment_work):
-    """:func:`curve_energy` of one curve (``terms``: two scratch vectors); NaN on failure.
-
-    Each segment's kernel arrays stay in ``segment_work`` for :func:`_curve_hessian`.
+    The kernel arrays of every segment stay in ``curve_work`` (:func:`rbf_curve_work`) for :func:`_curve_hessian`.
     """
     n_segments, dim = curve.shape[0] - 1, curve.shape[1]
-    metric_v, quadratic_gradient = terms[0], terms[1]
-    step, midpoint = work[5][0], work[5][1]
+    if not rbf_curve_terms(kernel, curve, curve_work):
+        return np.nan
+    steps, metric_v, quadratic_gradient = curve_work[0][0], curve_work[5][0], curve_work[5][1]
     energy = 0.0
     gradient[0] = 0.0
     for s in range(n_segments):
         for i in range(dim):
-            step[i] = curve[s + 1, i] - curve[s, i]
-            midpoint[i] = 0.5 * (curve[s + 1, i] + curve[s, i])
-        if not rbf_energy_terms(kernel, midpoint, step, _segment_work(segment_work, s), metric_v, quadratic_gradient):
-            return np.nan
-        for i in range(dim):
-            energy += step[i] * metric_v[i]
-            gradient[s, i] += n_segments * (0.5 * quadratic_gradient[i] - 2.0 * metric_v[i])  # outgoing
-            gradient[s + 1, i] = n_segments * (2.0 * metric_v[i] + 0.5 * quadratic_gradient[i])  # incoming
+            energy += steps[i, s] * metric_v[i, s]
+            gradient[s, i] += n_segments * (0.5 * quadratic_gradient[i, s] - 2.0 * metric_v[i, s])  # outgoing
+            gradient[s + 1, i] = n_segments * (2.0 * metric_v[i, s] + 0.5 * quadratic_gradient[i, s])  # incoming
     return n_segments * energy
 
 
 @refcount_free
-def _curve_hessian(kernel, terms, segment_work, diagonal, upper, scale):
-    """The Hessian blocks of :func:`curve_energy` in the interior nodes, times ``scale``, from :func:`_curve_energy`'s ``segment_work``."""
-    hessian_x, mixed, hessian_v = terms[2], terms[3], terms[4]
-    n_segments, dim = len(segment_work[0]), hessian_x.shape[0]
+def _curve_hessian(kernel, curve_work, diagonal, upper, scale):
+    """The Hessian blocks of :func:`curve_energy` in the interior nodes, times ``scale``, from :func:`_curve_energy`'s ``curve_work``."""
+    n_segments, dim = diagonal.shape[0] + 1, diagonal.shape[1]
+    rbf_curve_hessian(kernel, n_segments, curve_work)
+    hessian_x, mixed, hessian_v = curve_work[6][0], curve_work[6][1], curve_work[6][2]
     for s in range(n_segments):
-        rbf_energy_hessian(kernel, _segment_work(segment_work, s), hessian_x, mixed, hessian_v)
         for i in range(dim):
             for j in range(dim):
-                quarter = 0.25 * (n_segments * hessian_x[i, j])
-                symmetric = 0.5 * (n_segments * mixed[i, j] + n_segments * mixed[j, i])
-                skew = 0.5 * (n_segments * mixed[i, j] - n_segments * mixed[j, i])
-                second_v = n_segments * hessian_v[i, j]
+                quarter = 0.25 * (n_segments * hessian_x[i, j, s])
+                symmetric = 0.5 * (n_segments * mixed[i, j, s] + n_segments * mixed[j, i, s])
+                skew = 0.5 * (n_segments * mixed[i, j, s] - n_segments * mixed[j, i, s])
+                second_v = n_segments * hessian_v[i, j, s]
                 if s < n_segments - 1:  # the segment's last node is interior node s
                     diagonal[s, i, j] = quarter + symmetric + second_v
                 if s:  # its first node is interior node s - 1
@@ -170,7 +162,7 @@ def _node_product(matrix, vectors, scale, out):
 
 
 @refcount_free
-def _evaluate(kernel, chart, z, state, work, terms):
+def _evaluate(kernel, chart, z, state):
     """``_Chart.objective`` (Newton) at ``z`` ``(N - 1, dim)`` into ``state``; returns the value, NaN on failure.
 
     The Hessian blocks follow from :func:`_hessian`, only where a Newton step is taken from ``z``.
@@ -186,7 +178,7 @@ def _evaluate(kernel, chart, z, state, work, terms):
             for j in range(dim):
                 total += inner[i, j] * inverse_factor[j, k]
             curve[i + 1, k] += total
-    energy = _curve_energy(kernel, curve, work, terms, gradient, segment_work)
+    energy = _curve_energy(kernel, curve, gradient, segment_work)
     if not math.isfinite(energy):
         return np.nan
     scale = 1.0 / normalizer
@@ -204,9 +196,9 @@ def _evaluate(kernel, chart, z, state, work, terms):
 
 
 @refcount_free
-def _hessian(kernel, chart, state, terms):
+def _hessian(kernel, chart, state):
     """The node-space Hessian blocks of ``_Chart.objective`` at the point of the last :func:`_evaluate` on ``state``."""
-    _curve_hessian(kernel, terms, state[6], state[3], state[4], 1.0 / chart[2])
+    _curve_hessian(kernel, state[6], state[3], state[4], 1.0 / chart[2])
 
 
 @refcount_free
@@ -282,15 +274,9 @@ def _max_abs(a):
 
 
 @njit(cache=True)
-def _new_state(n_nodes, dim, n_centers):
-    """Curve, node gradient, gradient in z, Hessian blocks, scratch and per-segment kernel arrays of :func:`_evaluate`."""
-    n_interior, n_segments = n_nodes - 2, n_nodes - 1
-    segment_work = (
-        np.empty((n_segments, n_centers)),
-        np.empty((n_segments, n_centers, dim)),
-        np.empty((n_segments, n_centers, dim)),
-        np.empty((n_segments, 2, n_centers)),
-    )
+def _new_state(kernel, n_nodes):
+    """Curve, node gradient, gradient in z, Hessian blocks, scratch and the kernel arrays of every segment (:func:`rbf_curve_work`) of :func:`_evaluate`."""
+    n_interior, dim = n_nodes - 2, kernel.centers.shape[1]
     return (
         np.empty((n_nodes, dim)),
         np.empty((n_nodes, dim)),
@@ -298,14 +284,14 @@ def _new_state(n_nodes, dim, n_centers):
         np.empty((n_interior, dim, dim)),
         np.empty((max(n_interior - 1, 0), dim, dim)),
         np.empty((n_interior, dim)),
-        segment_work,
+        rbf_curve_work_compiled(kernel, n_nodes - 1),
     )
 
 
 @njit(cache=True)
-def _newton_buffers(n_nodes, dim, n_centers):
+def _newton_buffers(kernel, n_nodes):
     """Arrays of :func:`_newton`: two states of :func:`_evaluate`, the scratch of :func:`_newton_direction`, and z, trial z, direction."""
-    n_interior = n_nodes - 2
+    n_interior, dim = n_nodes - 2, kernel.centers.shape[1]
     scratch = (
         np.empty((n_interior, dim)),
         np.empty((n_interior, dim, dim)),
@@ -314,11 +300,11 @@ def _newton_buffers(n_nodes, dim, n_centers):
         np.empty((max(n_interior - 1, 0), dim, dim)),
     )
     vectors = (np.zeros((n_interior, dim)), np.empty((n_interior, dim)), np.empty((n_interior, dim)))
-    return (_new_state(n_nodes, dim, n_centers), _new_state(n_nodes, dim, n_centers)), scratch, vectors
+    return (_new_state(kernel, n_nodes), _new_state(kernel, n_nodes)), scratch, vectors
 
 
 @refcount_free
-def _newton(kernel, chart, tol, max_iter, work, terms, buffers):
+def _newton(kernel, chart, tol, max_iter, buffers):
     """:func:`batched_newton` for one problem from ``z = 0``, in the arrays ``buffers`` of :func:`_newton_buffers`.
 
     Returns the value, iterations, gradient norm and which of the two states holds the minimizer (NaN value: failed).
@@ -328,13 +314,13 @@ def _newton(kernel, chart, tol, max_iter, work, terms, buffers):
     z, trial_z, direction = vectors
     n_interior, dim = z.shape
     which = 0
-    value = _evaluate(kernel, chart, z, current, work, terms)
+    value = _evaluate(kernel, chart, z, current)
     if not math.isfinite(value):
         return np.nan, 0, np.nan, which
     norm = _max_abs(current[2])
     best_norm, stalls, n_iter, running = norm, 0, 0, norm > tol
     while running and n_iter < max_iter:
-        _hessian(kernel, chart, current, terms)
+        _hessian(kernel, chart, current)
         _newton_direction(chart, current, direction, scratch)
         gradient_z = current[2]
         slope = _dot(gradient_z, direction)
@@ -346,7 +332,7 @@ def _newton(kernel, chart, tol, max_iter, work, terms, buffers):
             for i in range(n_interior):
                 for k in range(dim):
                     trial_z[i, k] = z[i, k] + step_length * direction[i, k]
-            trial_value = _evaluate(kernel, chart, trial_z, trial, work, terms)
+            trial_value = _evaluate(kernel, chart, trial_z, trial)
             if not math.isfinite(trial_value):
                 return np.nan, n_iter, np.nan, which  # the numpy path raises the error that explains it
             trial_slope = _dot(trial[2], direction)
@@ -399,19 +385,16 @@ def _trapezoid_energy(kernel, curve, work, metric):
 
 
 @refcount_free
-def _measure(kernel, curve, energy, base_metric, work, terms, out):
-    """``measure`` of ``_solve_chunk``: the length and :func:`initial_velocity` (discrete Legendre transform) into ``out``."""
-    n_segments, dim = curve.shape[0] - 1, curve.shape[1]
-    metric_v, quadratic_gradient = terms[0], terms[1]
-    step, midpoint, factor = work[5][0], work[5][1], work[4]
-    for i in range(dim):
-        step[i], midpoint[i] = curve[1, i] - curve[0, i], 0.5 * (curve[1, i] + curve[0, i])
-    if not rbf_energy_terms(kernel, midpoint, step, work, metric_v, quadratic_gradient):
-        return False
+def _measure(curve_work, n_segments, energy, base_metric, factor, out):
+    """``measure`` of ``_solve_chunk``: the length and :func:`initial_velocity` (discrete Legendre transform) into ``out``.
+
+    The first segment's terms are those :func:`_evaluate` left in ``curve_work`` at the minimizer.
+    """
+    metric_v, quadratic_gradient = curve_work[5][0], curve_work[5][1]
     out[0] = math.sqrt(max(energy, 0.0))
     velocity = out[1:]
-    for i in range(dim):
-        velocity[i] = n_segments * (metric_v[i] - 0.25 * quadratic_gradient[i])
+    for i in range(len(velocity)):
+        velocity[i] = n_segments * (metric_v[i, 0] - 0.25 * quadratic_gradient[i, 0])
     _assign(factor, base_metric, 1.0)
     return cholesky_solve(factor, velocity)
 
@@ -461,9 +444,8 @@ def _levels(kernel, n_segments, step, max_segments, rtol, log_rtol, tol, max_ite
     distance and of the Log vector, the finest curve, its segments and whether every level met its
     tolerance; iterations per level into ``level_iters``.
     """
-    dim, n_centers = len(step), len(kernel.centers)
+    dim = len(step)
     work = rbf_work_space_compiled(kernel)
-    terms = (np.empty(dim), np.empty(dim), np.empty((dim, dim)), np.empty((dim, dim)), np.empty((dim, dim)))
     base_metric, factor, metric = np.empty((dim, dim)), np.empty((dim, dim)), np.empty((dim, dim))
     value, error = np.empty(dim + 1), np.full(dim + 1, np.inf)
     row, previous = np.empty((3, dim + 1)), np.empty((3, dim + 1))
@@ -506,8 +488,8 @@ def _levels(kernel, n_segments, step, max_segments, rtol, log_rtol, tol, max_ite
         chart = (curve, math.sqrt(normalizer) / math.sqrt(2.0 * n_segments * 1.0), normalizer, factor, inverse_factor,
                  preconditioner, inverse_preconditioner)
         level_tol = tol * (COARSE_TOL_FACTOR if level == 0 else 1.0)
-        buffers = _newton_buffers(n_segments + 1, dim, n_centers)
-        scaled_energy, n_iter, norm, which = _newton(kernel, chart, level_tol, max_iter, work, terms, buffers)
+        buffers = _newton_buffers(kernel, n_segments + 1)
+        scaled_energy, n_iter, norm, which = _newton(kernel, chart, level_tol, max_iter, buffers)
         if not math.isfinite(scaled_energy):
             return FAILED, value, 0.0, 0.0, curve, n_segments, optimized
         level_iters[level] = n_iter
@@ -515,7 +497,7 @@ def _levels(kernel, n_segments, step, max_segments, rtol, log_rtol, tol, max_ite
         energy = scaled_energy * normalizer
         minimized = np.empty_like(curve)
         _assign(minimized, buffers[0][which][0], 1.0)
-        if not _measure(kernel, minimized, energy, base_metric, work, terms, row[0]):
+        if not _measure(buffers[0][which][6], n_segments, energy, base_metric, work[4], row[0]):
             return FAILED, value, 0.0, 0.0, curve, n_segments, optimized
         for j in range(1, min(level, 2) + 1):
             for i in range(dim + 1):
