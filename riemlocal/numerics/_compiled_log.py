@@ -12,7 +12,8 @@ path (so the same results to rounding), each step mirroring its numpy helper:
   preconditioned chart ``_Chart`` of :func:`minimize_curve_energy` (so ``tol``
   means the same), with the directions of ``_Chart.newton_step`` (the
   Levenberg--Marquardt shifts ``_DAMPING``) from :func:`block_tridiagonal_solve`
-  instead of LAPACK's banded ``dpbsv``;
+  instead of LAPACK's banded ``dpbsv``; the chart is linear, so the iterates are
+  kept as curves and only the stopping test maps a gradient to the chart;
 * :func:`_curve_energy` and :func:`_curve_hessian` -- :func:`curve_energy` and
   its Hessian blocks, from :func:`~riemlocal.fields.kernels.rbf_curve_terms`
   and :func:`~riemlocal.fields.kernels.rbf_curve_hessian` (all segments of a
@@ -54,10 +55,8 @@ OK, FAILED, NEEDS_LEVEL = 0, 1, 2  #: status of a pair: solved; the kernel decli
 
 @functools.lru_cache(maxsize=16)
 def laplacian_levels(n_segments, n_levels):
-    r""":func:`laplacian_inverse_sqrt` and its inverse for :math:`N 2^k` segments, :math:`k < ` ``n_levels``, packed in one array (read-only)."""
-    parts = []
-    for level in range(n_levels):
-        parts += [laplacian_inverse_sqrt(n_segments << level).ravel(), laplacian_inverse_sqrt(n_segments << level, True).ravel()]
+    r""":func:`laplacian_inverse_sqrt` for :math:`N 2^k` segments, :math:`k < ` ``n_levels``, packed in one array (read-only)."""
+    parts = [laplacian_inverse_sqrt(n_segments << level).ravel() for level in range(n_levels)]
     packed = np.concatenate(parts)
     packed.flags.writeable = False
     return packed
@@ -162,37 +161,37 @@ def _node_product(matrix, vectors, scale, out):
 
 
 @refcount_free
-def _evaluate(kernel, chart, z, state):
-    """``_Chart.objective`` (Newton) at ``z`` ``(N - 1, dim)`` into ``state``; returns the value, NaN on failure.
+def _evaluate(kernel, chart, state):
+    """``_Chart.objective`` (Newton) at the curve of ``state``: the value, and the node gradient into ``state``; NaN on failure.
 
-    The Hessian blocks follow from :func:`_hessian`, only where a Newton step is taken from ``z``.
+    Both are divided by the chart's normalizer. The gradient in z follows from :func:`_gradient_norm`
+    and the Hessian blocks from :func:`_hessian`, only where the search needs them.
     """
-    start, curve_scale, normalizer, factor, inverse_factor, preconditioner, _ = chart
-    curve, gradient, gradient_z, inner, segment_work = state[0], state[1], state[2], state[5], state[6]
-    n_interior, dim = z.shape
-    _node_product(preconditioner, z, curve_scale, inner)  # to_curves: start + curve_scale (S z) L^{-1}
-    _assign(curve, start, 1.0)
-    for i in range(n_interior):
-        for k in range(dim):
-            total = 0.0
-            for j in range(dim):
-                total += inner[i, j] * inverse_factor[j, k]
-            curve[i + 1, k] += total
-    energy = _curve_energy(kernel, curve, gradient, segment_work)
+    curve, gradient = state[0], state[1]
+    energy = _curve_energy(kernel, curve, gradient, state[6])
     if not math.isfinite(energy):
         return np.nan
-    scale = 1.0 / normalizer
+    scale = 1.0 / chart[2]
     _assign(gradient, gradient, scale)
-    for i in range(n_interior):  # gradient in z: curve_scale S (g L^{-T})
+    if not math.isfinite(_max_abs(gradient)):
+        return np.nan
+    return scale * energy
+
+
+@refcount_free
+def _gradient_norm(chart, state):
+    r"""The stopping test's :math:`\max |g_z|` of the gradient in z, :math:`g_z =` ``curve_scale`` :math:`S (g L^{-T})` (into ``state[2]``)."""
+    _, curve_scale, _, _, inverse_factor, preconditioner = chart
+    gradient, gradient_z, inner = state[1], state[2], state[5]
+    n_interior, dim = inner.shape
+    for i in range(n_interior):
         for k in range(dim):
             total = 0.0
             for j in range(dim):
                 total += gradient[i + 1, j] * inverse_factor[k, j]
             inner[i, k] = total
     _node_product(preconditioner, inner, curve_scale, gradient_z)
-    if not math.isfinite(_max_abs(gradient_z)):
-        return np.nan
-    return scale * energy
+    return _max_abs(gradient_z)
 
 
 @refcount_free
@@ -203,45 +202,52 @@ def _hessian(kernel, chart, state):
 
 @refcount_free
 def _newton_direction(chart, state, direction, scratch):
-    """``_Chart.newton_step``: the node-space Newton step, Levenberg--Marquardt shifted where needed, mapped to z."""
-    _, curve_scale, normalizer, factor, _, _, inverse_preconditioner = chart
+    """``_Chart.newton_step`` in node space: the Newton step of the interior nodes into ``direction``, Levenberg--Marquardt shifted where needed.
+
+    The chart is linear, so the step in z (the numpy path) maps to this one; zero where no shift helps.
+    """
+    _, _, normalizer, factor, _, _ = chart
     gradient, diagonal, upper = state[1], state[3], state[4]
-    step, damped_diagonal, damped_upper, block_factor, coupling = scratch
-    n_interior, dim = step.shape
+    damped_diagonal, damped_upper, block_factor, coupling = scratch
+    n_interior, dim = direction.shape
     for i in range(n_interior):
         for k in range(dim):
-            step[i, k] = -gradient[i + 1, k]
-    solved = block_tridiagonal_solve(diagonal, upper, step, block_factor, coupling)
-    if not solved:
-        reference = 2.0 * (n_interior + 1) * 1.0 / normalizer
-        for shift in _DAMPING:
-            for i in range(dim):
-                for j in range(dim):
-                    metric = 0.0  # (L L^T)_ij
-                    for m in range(min(i, j) + 1):
-                        metric += factor[i, m] * factor[j, m]
-                    scaled = shift * reference * metric  # the constant-metric Hessian's M_bar blocks
-                    for b in range(n_interior):
-                        damped_diagonal[b, i, j] = diagonal[b, i, j] + 2.0 * scaled
-                    for b in range(n_interior - 1):
-                        damped_upper[b, i, j] = upper[b, i, j] - scaled
-            for i in range(n_interior):
-                for k in range(dim):
-                    step[i, k] = -gradient[i + 1, k]
-            solved = block_tridiagonal_solve(damped_diagonal, damped_upper, step, block_factor, coupling)
-            if solved:
-                break
-    if not solved:  # no step (the numpy path's zero solution): the steepest descent follows
+            direction[i, k] = -gradient[i + 1, k]
+    if block_tridiagonal_solve(diagonal, upper, direction, block_factor, coupling):
+        return
+    reference = 2.0 * (n_interior + 1) * 1.0 / normalizer
+    for shift in _DAMPING:
+        for i in range(dim):
+            for j in range(dim):
+                metric = 0.0  # (L L^T)_ij
+                for m in range(min(i, j) + 1):
+                    metric += factor[i, m] * factor[j, m]
+                scaled = shift * reference * metric  # the constant-metric Hessian's M_bar blocks
+                for b in range(n_interior):
+                    damped_diagonal[b, i, j] = diagonal[b, i, j] + 2.0 * scaled
+                for b in range(n_interior - 1):
+                    damped_upper[b, i, j] = upper[b, i, j] - scaled
         for i in range(n_interior):
             for k in range(dim):
-                step[i, k] = 0.0
-    for i in range(n_interior):  # node steps times L, in place row by row
+                direction[i, k] = -gradient[i + 1, k]
+        if block_tridiagonal_solve(damped_diagonal, damped_upper, direction, block_factor, coupling):
+            return
+    _assign(direction, direction, 0.0)  # no step (the numpy path's zero solution): the steepest descent follows
+
+
+@refcount_free
+def _steepest_descent(chart, state, direction):
+    """The node step of the steepest descent in z, :math:`-g_z` mapped by ``to_curves``: ``curve_scale`` :math:`(S (-g_z)) L^{-1}`."""
+    _, curve_scale, _, _, inverse_factor, preconditioner = chart
+    gradient_z, inner = state[2], state[5]
+    n_interior, dim = direction.shape
+    _node_product(preconditioner, gradient_z, -curve_scale, inner)
+    for i in range(n_interior):
         for k in range(dim):
             total = 0.0
-            for j in range(k, dim):
-                total += step[i, j] * factor[j, k]
-            step[i, k] = total
-    _node_product(inverse_preconditioner, step, 1.0 / curve_scale, direction)
+            for j in range(dim):
+                total += inner[i, j] * inverse_factor[j, k]
+            direction[i, k] = total
 
 
 @refcount_free
@@ -258,6 +264,17 @@ def _dot(a, b):
     flat_a, flat_b, total = a.reshape(-1), b.reshape(-1), 0.0
     for i in range(len(flat_a)):
         total += flat_a[i] * flat_b[i]
+    return total
+
+
+@refcount_free
+def _interior_dot(gradient, direction):
+    r""":math:`g \cdot \delta c` over the interior nodes (rows 1 to N - 1 of ``gradient``)."""
+    n_interior, dim = direction.shape
+    total = 0.0
+    for i in range(n_interior):
+        for k in range(dim):
+            total += gradient[i + 1, k] * direction[i, k]
     return total
 
 
@@ -290,62 +307,62 @@ def _new_state(kernel, n_nodes):
 
 @njit(cache=True)
 def _newton_buffers(kernel, n_nodes):
-    """Arrays of :func:`_newton`: two states of :func:`_evaluate`, the scratch of :func:`_newton_direction`, and z, trial z, direction."""
+    """Arrays of :func:`_newton`: two states of :func:`_evaluate`, the scratch of :func:`_newton_direction` and the direction."""
     n_interior, dim = n_nodes - 2, kernel.centers.shape[1]
     scratch = (
-        np.empty((n_interior, dim)),
         np.empty((n_interior, dim, dim)),
         np.empty((max(n_interior - 1, 0), dim, dim)),
         np.empty((n_interior, dim, dim)),
         np.empty((max(n_interior - 1, 0), dim, dim)),
     )
-    vectors = (np.zeros((n_interior, dim)), np.empty((n_interior, dim)), np.empty((n_interior, dim)))
-    return (_new_state(kernel, n_nodes), _new_state(kernel, n_nodes)), scratch, vectors
+    return (_new_state(kernel, n_nodes), _new_state(kernel, n_nodes)), scratch, np.empty((n_interior, dim))
 
 
 @refcount_free
 def _newton(kernel, chart, tol, max_iter, buffers):
-    """:func:`batched_newton` for one problem from ``z = 0``, in the arrays ``buffers`` of :func:`_newton_buffers`.
+    r""":func:`batched_newton` for one problem from ``z = 0`` (the chart's start), in the arrays ``buffers`` of :func:`_newton_buffers`.
 
-    Returns the value, iterations, gradient norm and which of the two states holds the minimizer (NaN value: failed).
+    The iterates are curves: the chart is linear, so a step of length t along a direction in z
+    moves the nodes by t times its node step, and the slopes :math:`g_z \cdot \delta z = g \cdot \delta c`
+    are node-space products; only the stopping test maps gradients to z. Returns the value,
+    iterations, gradient norm and which of the two states holds the minimizer (NaN value: failed).
     """
-    states, scratch, vectors = buffers
+    states, scratch, direction = buffers
     current, trial = states
-    z, trial_z, direction = vectors
-    n_interior, dim = z.shape
+    n_interior, dim = direction.shape
+    _assign(current[0], chart[0], 1.0)
+    _assign(trial[0], chart[0], 1.0)  # the end nodes stay
     which = 0
-    value = _evaluate(kernel, chart, z, current)
+    value = _evaluate(kernel, chart, current)
     if not math.isfinite(value):
         return np.nan, 0, np.nan, which
-    norm = _max_abs(current[2])
+    norm = _gradient_norm(chart, current)
     best_norm, stalls, n_iter, running = norm, 0, 0, norm > tol
     while running and n_iter < max_iter:
         _hessian(kernel, chart, current)
         _newton_direction(chart, current, direction, scratch)
-        gradient_z = current[2]
-        slope = _dot(gradient_z, direction)
+        slope = _interior_dot(current[1], direction)
         if not slope < 0.0:  # not downhill: the steepest descent
-            _assign(direction, gradient_z, -1.0)
-            slope = -_dot(gradient_z, gradient_z)
+            _steepest_descent(chart, current, direction)
+            slope = -_dot(current[2], current[2])
         step_length, round_off, accepted = 1.0, value + ROUND_OFF * abs(value), False
         for _ in range(MAX_BACKTRACKS):  # _backtrack
             for i in range(n_interior):
                 for k in range(dim):
-                    trial_z[i, k] = z[i, k] + step_length * direction[i, k]
-            trial_value = _evaluate(kernel, chart, trial_z, trial)
+                    trial[0][i + 1, k] = current[0][i + 1, k] + step_length * direction[i, k]
+            trial_value = _evaluate(kernel, chart, trial)
             if not math.isfinite(trial_value):
                 return np.nan, n_iter, np.nan, which  # the numpy path raises the error that explains it
-            trial_slope = _dot(trial[2], direction)
+            trial_slope = _interior_dot(trial[1], direction)
             armijo = trial_value <= value + ARMIJO * step_length * slope
             wolfe = trial_value <= round_off and trial_slope >= 0.9 * slope
             if armijo or (wolfe and trial_slope <= -0.8 * slope):
                 accepted = True
                 break
             step_length *= 0.5
-        new_norm = _max_abs(trial[2]) if accepted else 0.0
+        new_norm = _gradient_norm(chart, trial) if accepted else 0.0
         stalls = 0 if ((accepted and trial_value < value) or new_norm < best_norm) else stalls + 1
         if accepted:
-            z, trial_z = trial_z, z
             current, trial, which = trial, current, 1 - which
             value, norm = trial_value, new_norm
         best_norm = min(best_norm, norm)
@@ -477,8 +494,7 @@ def _levels(kernel, n_segments, step, max_segments, rtol, log_rtol, tol, max_ite
             return NEEDS_LEVEL, value, 0.0, 0.0, curve, n_segments, optimized
         size = (n_segments - 1) ** 2
         preconditioner = laplacians[offset : offset + size].reshape(n_segments - 1, n_segments - 1)
-        inverse_preconditioner = laplacians[offset + size : offset + 2 * size].reshape(n_segments - 1, n_segments - 1)
-        offset += 2 * size
+        offset += size
         normalizer = 0.0  # |L^T step|^2
         for k in range(dim):
             straight = 0.0
@@ -486,7 +502,7 @@ def _levels(kernel, n_segments, step, max_segments, rtol, log_rtol, tol, max_ite
                 straight += step[j] * factor[j, k]
             normalizer += straight**2
         chart = (curve, math.sqrt(normalizer) / math.sqrt(2.0 * n_segments * 1.0), normalizer, factor, inverse_factor,
-                 preconditioner, inverse_preconditioner)
+                 preconditioner)
         level_tol = tol * (COARSE_TOL_FACTOR if level == 0 else 1.0)
         buffers = _newton_buffers(kernel, n_segments + 1)
         scaled_energy, n_iter, norm, which = _newton(kernel, chart, level_tol, max_iter, buffers)
