@@ -38,6 +38,7 @@ from ..fields.kernels import (
     forward_substitution,
     rbf_curve_hessian,
     rbf_curve_terms,
+    rbf_curve_trapezoid,
     rbf_curve_work_compiled,
     rbf_metric,
     rbf_weights,
@@ -381,27 +382,6 @@ def _metric_at(kernel, x, work, metric):
 
 
 @refcount_free
-def _trapezoid_energy(kernel, curve, work, metric):
-    """:func:`trapezoid_energy` of one curve; NaN on failure."""
-    n_segments, dim = curve.shape[0] - 1, curve.shape[1]
-    left, right = 0.0, 0.0
-    for node in range(n_segments + 1):
-        if not _metric_at(kernel, curve[node], work, metric):
-            return np.nan
-        for s in (node - 1, node):  # d_s^T M(c_node) d_s for the segments ending and starting here
-            if 0 <= s < n_segments:
-                total = 0.0
-                for i in range(dim):
-                    for j in range(dim):
-                        total += (curve[s + 1, i] - curve[s, i]) * metric[i, j] * (curve[s + 1, j] - curve[s, j])
-                if s == node:
-                    left += total
-                else:
-                    right += total
-    return 0.5 * n_segments * (left + right)
-
-
-@refcount_free
 def _measure(curve_work, n_segments, energy, base_metric, factor, out):
     """``measure`` of ``_solve_chunk``: the length and :func:`initial_velocity` (discrete Legendre transform) into ``out``.
 
@@ -463,7 +443,7 @@ def _levels(kernel, n_segments, step, max_segments, rtol, log_rtol, tol, max_ite
     """
     dim = len(step)
     work = rbf_work_space_compiled(kernel)
-    base_metric, factor, metric = np.empty((dim, dim)), np.empty((dim, dim)), np.empty((dim, dim))
+    base_metric, factor = np.empty((dim, dim)), np.empty((dim, dim))
     value, error = np.empty(dim + 1), np.full(dim + 1, np.inf)
     row, previous = np.empty((3, dim + 1)), np.empty((3, dim + 1))
     curve, origin, centroid = np.empty((n_segments + 1, dim)), np.zeros(dim), np.zeros(dim)
@@ -523,7 +503,7 @@ def _levels(kernel, n_segments, step, max_segments, rtol, log_rtol, tol, max_ite
         if level:
             for i in range(dim + 1):
                 error[i] = ERROR_SAFETY * (row[last, i] - row[last - 1, i])
-            trapezoid = _trapezoid_energy(kernel, minimized, work, metric)
+            trapezoid = rbf_curve_trapezoid(kernel, minimized, buffers[0][which][6])  # after _measure read it
             if not math.isfinite(trapezoid):
                 return FAILED, value, 0.0, 0.0, curve, n_segments, optimized
             gap = abs(trapezoid * 1.0 - energy) / energy if energy > 0 else 0.0
