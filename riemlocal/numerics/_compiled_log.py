@@ -396,11 +396,10 @@ def _measure(curve_work, n_segments, energy, base_metric, factor, out):
     return cholesky_solve(factor, velocity)
 
 
-@njit(cache=True)
-def _refine(curve):
-    """:func:`refine` with ``cubic=True``: the cubic through the four nearest nodes at every segment's middle."""
+@refcount_free
+def _refine(curve, fine):
+    """:func:`refine` with ``cubic=True`` into ``fine`` ``(2 N + 1, dim)``: the cubic through the four nearest nodes at every segment's middle."""
     n_segments, dim = curve.shape[0] - 1, curve.shape[1]
-    fine = np.empty((2 * n_segments + 1, dim))
     for node in range(n_segments + 1):
         for i in range(dim):
             fine[2 * node, i] = curve[node, i]
@@ -414,7 +413,6 @@ def _refine(curve):
                 fine[2 * node + 1, i] = (5.0 * curve[node + 1, i] + 15.0 * curve[node, i] - 5.0 * curve[node - 1, i] + curve[node - 2, i]) / 16.0
             else:
                 fine[2 * node + 1, i] = (9.0 * (curve[node, i] + curve[node + 1, i]) - (curve[node - 1, i] + curve[node + 2, i])) / 16.0
-    return fine
 
 
 @refcount_free
@@ -434,19 +432,39 @@ def _estimates(value, error, unresolved, base_metric):
 
 
 @njit(cache=True)
-def _levels(kernel, n_segments, step, max_segments, rtol, log_rtol, tol, max_iter, laplacians, n_levels, level_iters):
+def _level_space(kernel, n_segments):
+    """A level's curve ``(N + 1, dim)`` and :func:`_newton_buffers`."""
+    return np.empty((n_segments + 1, kernel.centers.shape[1])), _newton_buffers(kernel, n_segments + 1)
+
+
+@njit(cache=True)
+def _pair_space(kernel, n_segments):
+    """The arrays of :func:`_levels`, shared by the pairs of a call: per level reached so far (appended by
+    :func:`_level_space`) its start (then final) curve and :func:`_newton_buffers`; :func:`rbf_work_space`,
+    :math:`M(x)`, its factor :math:`L` and :math:`L^{-1}`, the value, its error, two Romberg rows and a scratch vector."""
+    dim = kernel.centers.shape[1]
+    levels = [_level_space(kernel, n_segments)]
+    matrices = (np.empty((dim, dim)), np.empty((dim, dim)), np.empty((dim, dim)))
+    vectors = (np.empty(dim + 1), np.empty(dim + 1), np.empty((3, dim + 1)), np.empty((3, dim + 1)), np.empty(dim))
+    return levels, rbf_work_space_compiled(kernel), matrices, vectors
+
+
+@njit(cache=True)
+def _levels(kernel, n_segments, step, max_segments, rtol, log_rtol, tol, max_iter, laplacians, n_levels, space, level_iters):
     """:func:`extrapolate_levels` for one Log problem from 0 to ``step`` (relative coordinates); see the module docstring.
 
-    Returns status, value ``(dim + 1,)`` (length, velocity), the relative error estimates of the
-    distance and of the Log vector, the finest curve, its segments and whether every level met its
-    tolerance; iterations per level into ``level_iters``.
+    In the arrays ``space`` of :func:`_pair_space` (at most ``n_levels`` levels); returns status,
+    the relative error estimates of the distance and of the Log vector, the finest level, its
+    segments and whether every level met its tolerance. The value (length, velocity) is left in
+    ``space[3][0]``, the finest curve in that level's curve of ``space[0]``; iterations per
+    level into ``level_iters``.
     """
+    levels, work, (base_metric, factor, inverse_factor), (value, error, row, previous, scratch) = space
     dim = len(step)
-    work = rbf_work_space_compiled(kernel)
-    base_metric, factor = np.empty((dim, dim)), np.empty((dim, dim))
-    value, error = np.empty(dim + 1), np.full(dim + 1, np.inf)
-    row, previous = np.empty((3, dim + 1)), np.empty((3, dim + 1))
-    curve, origin, centroid = np.empty((n_segments + 1, dim)), np.zeros(dim), np.zeros(dim)
+    curve = levels[0][0]
+    origin, centroid = scratch[:dim], value[:dim]
+    for i in range(dim):
+        centroid[i], error[i], error[dim] = 0.0, np.inf, np.inf
     for node in range(n_segments + 1):
         t = node * (1.0 / n_segments) if node < n_segments else 1.0  # numpy.linspace(0, 1)
         for i in range(dim):
@@ -454,15 +472,15 @@ def _levels(kernel, n_segments, step, max_segments, rtol, log_rtol, tol, max_ite
             centroid[i] += curve[node, i]
     for i in range(dim):
         centroid[i] /= n_segments + 1
+        origin[i] = 0.0
     if not (_metric_at(kernel, origin, work, base_metric) and _metric_at(kernel, centroid, work, factor)):
-        return FAILED, value, 0.0, 0.0, curve, 0, False
+        return FAILED, 0.0, 0.0, 0, 0, False
     if not cholesky_factor(factor, 0.0):
-        return FAILED, value, 0.0, 0.0, curve, 0, False
+        return FAILED, 0.0, 0.0, 0, 0, False
     for i in range(dim):
         for j in range(i + 1, dim):
             factor[i, j] = 0.0
-    inverse_factor = np.empty((dim, dim))  # L^{-1}, column by column
-    for column in range(dim):
+    for column in range(dim):  # L^{-1}, column by column
         for i in range(dim):
             origin[i] = 1.0 if i == column else 0.0
         forward_substitution(factor, origin)
@@ -471,7 +489,8 @@ def _levels(kernel, n_segments, step, max_segments, rtol, log_rtol, tol, max_ite
     offset, level, optimized, previous_gap, unresolved = 0, 0, True, 0.0, 0.0
     while True:
         if level >= n_levels:
-            return NEEDS_LEVEL, value, 0.0, 0.0, curve, n_segments, optimized
+            return NEEDS_LEVEL, 0.0, 0.0, level - 1, n_segments, optimized
+        curve, buffers = levels[level]
         size = (n_segments - 1) ** 2
         preconditioner = laplacians[offset : offset + size].reshape(n_segments - 1, n_segments - 1)
         offset += size
@@ -484,17 +503,16 @@ def _levels(kernel, n_segments, step, max_segments, rtol, log_rtol, tol, max_ite
         chart = (curve, math.sqrt(normalizer) / math.sqrt(2.0 * n_segments * 1.0), normalizer, factor, inverse_factor,
                  preconditioner)
         level_tol = tol * (COARSE_TOL_FACTOR if level == 0 else 1.0)
-        buffers = _newton_buffers(kernel, n_segments + 1)
         scaled_energy, n_iter, norm, which = _newton(kernel, chart, level_tol, max_iter, buffers)
         if not math.isfinite(scaled_energy):
-            return FAILED, value, 0.0, 0.0, curve, n_segments, optimized
+            return FAILED, 0.0, 0.0, level, n_segments, optimized
         level_iters[level] = n_iter
         optimized &= norm <= STALL_FACTOR * level_tol
         energy = scaled_energy * normalizer
-        minimized = np.empty_like(curve)
-        _assign(minimized, buffers[0][which][0], 1.0)
-        if not _measure(buffers[0][which][6], n_segments, energy, base_metric, work[4], row[0]):
-            return FAILED, value, 0.0, 0.0, curve, n_segments, optimized
+        minimized = buffers[0][which]
+        _assign(curve, minimized[0], 1.0)  # the level's curve from here on: its minimizer
+        if not _measure(minimized[6], n_segments, energy, base_metric, work[4], row[0]):
+            return FAILED, 0.0, 0.0, level, n_segments, optimized
         for j in range(1, min(level, 2) + 1):
             for i in range(dim + 1):
                 row[j, i] = row[j - 1, i] + (row[j - 1, i] - previous[j - 1, i]) / (4.0**j - 1.0)
@@ -503,18 +521,21 @@ def _levels(kernel, n_segments, step, max_segments, rtol, log_rtol, tol, max_ite
         if level:
             for i in range(dim + 1):
                 error[i] = ERROR_SAFETY * (row[last, i] - row[last - 1, i])
-            trapezoid = rbf_curve_trapezoid(kernel, minimized, buffers[0][which][6])  # after _measure read it
+            trapezoid = rbf_curve_trapezoid(kernel, curve, minimized[6])  # after _measure read it
             if not math.isfinite(trapezoid):
-                return FAILED, value, 0.0, 0.0, curve, n_segments, optimized
+                return FAILED, 0.0, 0.0, level, n_segments, optimized
             gap = abs(trapezoid * 1.0 - energy) / energy if energy > 0 else 0.0
             unresolved = gap if level == 1 else (0.0 if previous_gap >= RESOLVED_RATIO * gap else gap)
             previous_gap = gap
-        curve = minimized
         dist_error, log_error = _estimates(value, error, unresolved, base_metric)
         if 2 * n_segments > max_segments or (level >= 2 and dist_error <= rtol and log_error <= log_rtol):
-            return OK, value, dist_error, log_error, curve, n_segments, optimized
+            return OK, dist_error, log_error, level, n_segments, optimized
         _assign(previous, row, 1.0)
-        curve, n_segments, level = _refine(curve), 2 * n_segments, level + 1
+        if level + 1 < n_levels:
+            if level + 1 == len(levels):
+                levels.append(_level_space(kernel, 2 * n_segments))
+            _refine(curve, levels[level + 1][0])
+        n_segments, level = 2 * n_segments, level + 1
 
 
 @njit(cache=True)
@@ -533,7 +554,8 @@ def rbf_log_pairs(kernel, point, base_point, n_segments, max_segments, rtol, log
     segments, optimized = np.ones(n_pairs, dtype=np.int64), np.ones(n_pairs, dtype=np.bool_)
     level_iters, status = np.zeros((n_pairs, n_levels), dtype=np.int64), np.zeros(n_pairs, dtype=np.int64)
     curves = [np.empty((0, dim)) for _ in range(n_pairs)]
-    work, metric = rbf_work_space_compiled(kernel), np.empty((dim, dim))
+    space = _pair_space(kernel, n_segments)
+    work, metric = space[1], np.empty((dim, dim))
     step, midpoint, centers = np.empty(dim), np.empty(dim), np.empty_like(kernel.centers)
     for p in range(n_pairs):
         largest, span = 0.0, 0.0
@@ -557,13 +579,15 @@ def rbf_log_pairs(kernel, point, base_point, n_segments, max_segments, rtol, log
             for i in range(dim):
                 centers[r, i] = kernel.centers[r, i] - base_point[p, i]
         shifted = RBFKernel(centers, kernel.metrics, kernel.proximity, kernel.sigma, kernel.own_proximity)
-        status[p], value, dist_error[p], log_error[p], curve, segments[p], optimized[p] = _levels(
-            shifted, n_segments, step, max_segments, rtol, log_rtol, tol, max_iter, laplacians, n_levels, level_iters[p]
+        status[p], dist_error[p], log_error[p], level, segments[p], optimized[p] = _levels(
+            shifted, n_segments, step, max_segments, rtol, log_rtol, tol, max_iter, laplacians, n_levels, space, level_iters[p]
         )
+        value, finest = space[3][0], space[0][level][0]
+        curve = np.empty_like(finest)
         length[p] = value[0]
         for i in range(dim):
             velocity[p, i] = value[1 + i]
             for node in range(len(curve)):
-                curve[node, i] += base_point[p, i]
+                curve[node, i] = finest[node, i] + base_point[p, i]
         curves[p] = curve
     return velocity, length, dist_error, log_error, segments, optimized, curves, level_iters, status
