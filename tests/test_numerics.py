@@ -313,9 +313,10 @@ def test_auto_takes_newton_for_few_problems_and_both_minimizers_agree():
     assert resolve_method("auto", 20, free_start=True, n_problems=1) == "lbfgs"
     assert resolve_method("auto", 4, n_problems=1000) == "newton"
     assert resolve_method("auto", 10, n_problems=256, compiled=True) == "newton"
-    assert resolve_method("auto", 10, n_problems=256, compiled=True, lengths_only=True) == "lbfgs"  # node chart
-    assert resolve_method("auto", 5, n_problems=256, compiled=True, lengths_only=True) == "newton"
-    assert resolve_method("auto", 10, n_problems=1, compiled=True, lengths_only=True) == "newton"
+    assert resolve_method("auto", 10, n_problems=256, lengths_only=True) == "lbfgs"  # node chart
+    assert resolve_method("auto", 5, n_problems=256, lengths_only=True) == "newton"
+    assert resolve_method("auto", 10, n_problems=1, lengths_only=True) == "newton"
+    assert resolve_method("auto", 17, n_problems=256, compiled=True, lengths_only=True) == "newton"  # compiled: as Logs
     assert resolve_method("auto", 17, n_problems=1000, compiled=True) == "newton"  # compiled Newton: up to dim 17
     assert resolve_method("auto", 14, n_problems=1000) == resolve_method("auto", 18, n_problems=16, compiled=True) == "lbfgs"
     field, rng = random_field(12, seed=4)

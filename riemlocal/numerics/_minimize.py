@@ -37,10 +37,10 @@ __all__ = [
 
 METHODS = ("auto", "newton", "lbfgs")  #: energy minimizers
 NEWTON_MAX_DIM = 8  # "auto" takes Newton up to this dimension (above, L-BFGS is faster on batches: benchmarks/bench_geodesics.py)
-COMPILED_NEWTON_MAX_DIM = 17  # ... compiled (a field kernel, one pair at a time): Newton beats batched numpy L-BFGS on
-# batches of 16 and 64 up to dim = 17 (14 vs 19 ms, 52 vs 55 ms), not 64 at 20 (72 vs 62 ms): R = 10, bench_geodesics.random_field
-LENGTHS_NEWTON_MAX_DIM = 7  # ... for lengths alone, either way: batched L-BFGS in the node chart is faster above (256 pairs,
-# ms per pair, compiled Newton vs L-BFGS: 0.23 vs 0.27 at dim = 5, 0.34 vs 0.26 at 8, 0.48 vs 0.40 at 10, 0.80 vs 0.45 at 14)
+COMPILED_NEWTON_MAX_DIM = 17  # ... compiled (a field kernel, one pair at a time), Logs and lengths alike: Newton beats batched
+# numpy L-BFGS up to dim = 17 (R = 10, bench_geodesics.random_field; ms for 16 / 64 pairs, Newton vs L-BFGS: Logs 11 vs 30 / 43 vs 70
+# at 17, 15 vs 21 / 60 vs 74 at 20, 20 vs 17 / 81 vs 70 at 24; lengths 4.6 vs 10 / 17 vs 42 at 10, 11 vs 19 / 43 vs 52 at 17, 15 vs 14 / 60 vs 52 at 20)
+LENGTHS_NEWTON_MAX_DIM = 7  # ... numpy Newton for lengths alone: batched L-BFGS in the node chart is faster above
 NEWTON_MAX_WORK = 20**3  # ... and for problems * dim^3 up to this: a few problems pay per-iteration overhead, not O(dim^3)
 NODE_CHART_MAX_DIM = 20  # lengths take the node chart up to this dimension (256 pairs: 0.83x the time at D = 10 and 20, 1.05x at 30)
 CHART_SAMPLES = 2  # the node chart factors the metric at this many + 1 nodes of each curve (8: as many iterations, 1.1x the time; 1: 1.1-1.3x the iterations)
@@ -57,7 +57,7 @@ def resolve_method(method, dim, free_start=False, n_problems=None, compiled=Fals
 
     ``"auto"`` takes Newton (fixed first nodes only) up to ``dim = 8``
     (``COMPILED_NEWTON_MAX_DIM = 17`` when ``compiled``: the compiled Log of
-    the RBF fields; ``LENGTHS_NEWTON_MAX_DIM = 7`` for ``lengths_only``, where
+    the RBF fields; else ``LENGTHS_NEWTON_MAX_DIM = 7`` for ``lengths_only``, where
     L-BFGS runs in the node chart: :func:`extrapolate_levels`), and for
     ``n_problems * dim**3 <= NEWTON_MAX_WORK`` (one
     pair up to ``dim = 20``): Newton converges in about three energy
@@ -65,7 +65,7 @@ def resolve_method(method, dim, free_start=False, n_problems=None, compiled=Fals
     """
     if check_option(method, "method", METHODS) == "auto":
         small = n_problems is not None and n_problems * dim**3 <= NEWTON_MAX_WORK
-        largest = LENGTHS_NEWTON_MAX_DIM if lengths_only else (COMPILED_NEWTON_MAX_DIM if compiled else NEWTON_MAX_DIM)
+        largest = COMPILED_NEWTON_MAX_DIM if compiled else (LENGTHS_NEWTON_MAX_DIM if lengths_only else NEWTON_MAX_DIM)
         return "newton" if (dim <= largest or small) and not free_start else "lbfgs"
     if method == "newton" and free_start:
         raise ValueError("method='newton' needs fixed first nodes (free_start=False); use 'lbfgs' or 'auto'")

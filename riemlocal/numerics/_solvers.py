@@ -258,7 +258,7 @@ class EnergyLogSolver:
         Newton's method on the block-tridiagonal energy Hessian (:math:`O(N D^3)`
         per step) or L-BFGS (:math:`O(N D^2)`); ``"auto"`` takes Newton up to ``dim = 8``,
         up to ``dim = 17`` in compiled code (:func:`~riemlocal.numerics.resolve_method`).
-        Distances alone (:meth:`dist`) take fewer L-BFGS iterations
+        On the numpy path, distances alone (:meth:`dist`) take fewer L-BFGS iterations
         (``lengths_only`` of :func:`~riemlocal.numerics.extrapolate_levels`).
     chunk_size : int, default=64
         Pairs solved jointly in one vectorized problem.
@@ -363,8 +363,7 @@ class EnergyLogSolver:
     def _solve_chunk(self, point, base_point, log_rtol):
         """Solve pairs ``(n, dim)``: compiled (Newton, a field with a kernel) or by :meth:`_solve_numpy`."""
         kernel = self.field.kernel if self.compiled else None
-        lengths_only = math.isinf(log_rtol)  # distances: L-BFGS in the node chart above LENGTHS_NEWTON_MAX_DIM
-        method = resolve_method(self.method, self.field.dim, n_problems=len(point), compiled=True, lengths_only=lengths_only)
+        method = resolve_method(self.method, self.field.dim, n_problems=len(point), compiled=True)
         if kernel is None or method != "newton":
             return self._solve_numpy(point, base_point, log_rtol)
         n_levels = (self.max_segments // self.n_segments).bit_length()  # levels up to max_segments
