@@ -7,8 +7,17 @@ import pytest
 
 from riemlocal import LearnedMetricManifold, RBFLocalField, SmoothLocalField
 from riemlocal.fields import ConstantField
-from riemlocal.fields.kernels import COMPILED_MAX_WORK, compiled_kernel, exp_nonpositive, rbf_acceleration, rbf_weights, rbf_work_space
-from riemlocal.numerics import ODEExpSolver, integrate_geodesic
+from riemlocal.fields.kernels import (
+    COMPILED_MAX_WORK,
+    compiled_kernel,
+    exp_nonpositive,
+    rbf_acceleration,
+    rbf_curve_trapezoid,
+    rbf_curve_work,
+    rbf_weights,
+    rbf_work_space,
+)
+from riemlocal.numerics import ODEExpSolver, integrate_geodesic, trapezoid_energy
 
 
 def random_spd(rng, n, dim, condition=30.0):
@@ -100,6 +109,17 @@ def test_compiled_segment_terms_equal_numpy(dim):
         for compiled, numpy_path in zip(terms, expected, strict=True):
             assert relative(compiled, numpy_path) < 1e-12
         assert len(field.segment_energy_terms(curves)) == 2
+
+
+@pytest.mark.parametrize("dim", [1, 2, 5])
+def test_compiled_trapezoid_energy_equals_numpy(dim):
+    """The trapezoid check of the compiled Log (weights at the nodes, relative to the first node) against trapezoid_energy."""
+    rng = np.random.default_rng(50 + dim)
+    curve = 3.0 + np.cumsum(rng.normal(size=(9, dim)) * 0.4, axis=0)
+    for field in rbf_fields(dim, seed=dim):
+        kernel = field.kernel._replace(centers=field.kernel.centers - curve[0])
+        work = rbf_curve_work(kernel, 8)
+        assert relative(rbf_curve_trapezoid(kernel, curve, work), trapezoid_energy(field, curve)) < 1e-12
 
 
 @pytest.mark.parametrize("dim", [1, 2, 4])

@@ -1,12 +1,14 @@
-r"""Compiled (numba) point kernels of the RBF-blended local fields.
+r"""Compiled (numba) kernels of the RBF-blended local fields.
 
 A field of the :class:`~riemlocal.fields.RBFLocalField` family (including
 :class:`~riemlocal.fields.SmoothLocalField`) exposes its arrays as an
 :data:`RBFKernel` (``field.kernel``); the solvers of
 :mod:`riemlocal.numerics` hand it to these functions, which evaluate the
-blend at one point without numpy's per-call overhead (the cost of a geodesic
-at small ``dim``). They compute the same formulas as the field's numpy
-methods (tests compare both to 1e-12):
+blend at one point (``rbf_*``: Exp, the connection) or at every segment of a
+curve at once (``rbf_curve_*``: the discrete energy of Log and distances,
+segments innermost so that the loops vectorize) without numpy's per-call
+overhead (the cost of a geodesic at small ``dim``). They compute the same
+formulas as the field's numpy methods (tests compare both to 1e-12):
 
 .. math::
     h_r = P_r (x - x_r), \quad s_r = h_r \cdot (x - x_r), \quad
