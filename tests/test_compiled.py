@@ -9,6 +9,7 @@ from riemlocal import LearnedMetricManifold, RBFLocalField, SmoothLocalField
 from riemlocal.fields import ConstantField
 from riemlocal.fields.kernels import (
     COMPILED_MAX_WORK,
+    CURVE_KERNEL_MAX_DIM,
     compiled_kernel,
     exp_nonpositive,
     rbf_acceleration,
@@ -145,6 +146,9 @@ def test_solver_and_manifold_option():
     work = field.kernel.metrics.size  # R dim^2 per point
     assert compiled_kernel(field, COMPILED_MAX_WORK // work) is not None
     assert compiled_kernel(field, COMPILED_MAX_WORK // work + 1) is None  # large batches: numpy's BLAS
+    assert compiled_kernel(field, COMPILED_MAX_WORK // work + 1, curves=True) is not None  # curve kernels, dim <= 5
+    wide = rbf_fields(CURVE_KERNEL_MAX_DIM + 1)[0]
+    assert compiled_kernel(wide, COMPILED_MAX_WORK // wide.kernel.metrics.size + 1, curves=True) is None
 
 
 def test_overflow_falls_back_to_the_numpy_path():

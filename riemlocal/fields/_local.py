@@ -379,7 +379,7 @@ class RBFLocalField(_LocalField):
         return relative, centers, products, half_grad
 
     def _segment_terms(self, nodes, hessian):
-        kernel = compiled_kernel(self, nodes.shape[0] * (nodes.shape[1] - 1))
+        kernel = compiled_kernel(self, nodes.shape[0] * (nodes.shape[1] - 1), curves=True)
         if kernel is not None:  # compiled where that is faster, unless a proximity overflows
             terms, done = rbf_segment_energy_terms(kernel, np.ascontiguousarray(nodes), hessian)
             if done:

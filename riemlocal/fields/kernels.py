@@ -29,18 +29,22 @@ from llvmlite import ir
 from numba import njit, types
 from numba.extending import intrinsic
 
-__all__ = ["COMPILED_MAX_WORK", "refcount_free", "exp_nonpositive", "compiled_kernel", "RBFKernel", "rbf_weights", "rbf_metric", "rbf_acceleration", "rbf_acceleration_derivative", "rbf_geodesic_rhs", "rbf_work_space", "rbf_accelerations", "rbf_acceleration_derivatives", "rbf_curve_work", "rbf_curve_terms", "rbf_curve_hessian", "rbf_curve_trapezoid", "rbf_segment_energy_terms", "cholesky_factor", "forward_substitution", "back_substitution", "factored_solve", "cholesky_solve"]
+__all__ = ["COMPILED_MAX_WORK", "CURVE_KERNEL_MAX_DIM", "refcount_free", "exp_nonpositive", "compiled_kernel", "RBFKernel", "rbf_weights", "rbf_metric", "rbf_acceleration", "rbf_acceleration_derivative", "rbf_geodesic_rhs", "rbf_work_space", "rbf_accelerations", "rbf_acceleration_derivatives", "rbf_curve_work", "rbf_curve_terms", "rbf_curve_hessian", "rbf_curve_trapezoid", "rbf_segment_energy_terms", "cholesky_factor", "forward_substitution", "back_substitution", "factored_solve", "cholesky_solve"]
 
 #: the compiled kernels are used for ``n_points * R * dim**2`` up to this; above, numpy's batched
 #: BLAS products are faster (Exp, R = 10: compiled 4x faster for one geodesic at dim = 50, numpy
 #: 1.8x faster at dim = 100; equal for 16 geodesics at dim = 20)
 COMPILED_MAX_WORK = 50_000
+#: ... except the curve kernels up to this dimension, at any batch: their vectorized loops beat numpy there
+#: (segment terms with Hessians of 4 x 8 to 64 x 32 segments: 2.2-5x at dim = 2 and 5 for R = 3, 10, 100;
+#: at dim = 10 from 0.5x to 1.8x)
+CURVE_KERNEL_MAX_DIM = 5
 
 
-def compiled_kernel(field, n_points):
-    """``field.kernel`` where the compiled kernels are the faster path for ``n_points`` points, else ``None``."""
+def compiled_kernel(field, n_points, curves=False):
+    """``field.kernel`` where the compiled kernels are the faster path for ``n_points`` points (segments for ``curves``), else ``None``."""
     kernel = field.kernel
-    if kernel is None or n_points * kernel.metrics.size > COMPILED_MAX_WORK:
+    if kernel is None or (n_points * kernel.metrics.size > COMPILED_MAX_WORK and not (curves and field.dim <= CURVE_KERNEL_MAX_DIM)):
         return None
     return kernel
 
