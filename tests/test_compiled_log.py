@@ -35,6 +35,31 @@ def test_block_tridiagonal_solve(n, dim):
     assert not block_tridiagonal_solve(*indefinite[:2], rhs.copy(), np.empty((n, dim, dim)), np.empty((max(n - 1, 0), dim, dim)))
 
 
+def test_node_space_iterates_match_the_chart():
+    r"""The compiled Newton keeps curves, not chart variables z: with :math:`c = c_0 + \kappa (S z) L^{-1}` and
+    :math:`g_z = \kappa S (g L^{-T})`, a z step maps to a node step with the same slope, and the steepest
+    descent :math:`-g_z` to :math:`\kappa (S (-g_z)) L^{-1}`."""
+    from riemlocal.numerics._compiled_log import _gradient_norm, _interior_dot, _new_state, _steepest_descent
+    from riemlocal.numerics._energy import laplacian_inverse_sqrt
+
+    rng = np.random.default_rng(7)
+    n_segments, dim, curve_scale = 8, 3, 0.7
+    factor = np.linalg.cholesky(random_spd(rng, 1, dim)[0])
+    inverse_factor, preconditioner = np.linalg.inv(factor), laplacian_inverse_sqrt(n_segments)
+    chart = (np.zeros((n_segments + 1, dim)), curve_scale, 1.0, factor, inverse_factor, preconditioner)
+    state = _new_state(rbf_fields(dim)[0].kernel, n_segments + 1)
+    state[1][:] = rng.normal(size=(n_segments + 1, dim))  # a node gradient
+    gradient_z = curve_scale * preconditioner @ (state[1][1:-1] @ inverse_factor.T)
+    assert _gradient_norm(chart, state) == pytest.approx(np.abs(gradient_z).max(), rel=1e-14)
+    np.testing.assert_allclose(state[2], gradient_z, rtol=1e-13)
+    dz = rng.normal(size=(n_segments - 1, dim))
+    node_step = curve_scale * (preconditioner @ dz) @ inverse_factor
+    assert _interior_dot(state[1], node_step) == pytest.approx(np.sum(gradient_z * dz), rel=1e-12)
+    direction = np.empty((n_segments - 1, dim))
+    _steepest_descent(chart, state, direction)
+    np.testing.assert_allclose(direction, curve_scale * (preconditioner @ -gradient_z) @ inverse_factor, rtol=1e-13)
+
+
 def solve_both(field, y, x, **options):
     """``EnergyLogSolver.solve`` compiled and on the numpy Newton path, with the warnings each raised."""
     results = []

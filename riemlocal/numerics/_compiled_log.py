@@ -441,11 +441,11 @@ def _level_space(kernel, n_segments):
 def _pair_space(kernel, n_segments):
     """The arrays of :func:`_levels`, shared by the pairs of a call: per level reached so far (appended by
     :func:`_level_space`) its start (then final) curve and :func:`_newton_buffers`; :func:`rbf_work_space`,
-    :math:`M(x)`, its factor :math:`L` and :math:`L^{-1}`, the value, its error, two Romberg rows and a scratch vector."""
+    :math:`M(x)`, its factor :math:`L` and :math:`L^{-1}`, the value, its error, two Romberg rows and two scratch vectors."""
     dim = kernel.centers.shape[1]
     levels = [_level_space(kernel, n_segments)]
     matrices = (np.empty((dim, dim)), np.empty((dim, dim)), np.empty((dim, dim)))
-    vectors = (np.empty(dim + 1), np.empty(dim + 1), np.empty((3, dim + 1)), np.empty((3, dim + 1)), np.empty(dim))
+    vectors = (np.empty(dim + 1), np.empty(dim + 1), np.empty((3, dim + 1)), np.empty((3, dim + 1)), np.empty((2, dim)))
     return levels, rbf_work_space_compiled(kernel), matrices, vectors
 
 
@@ -461,10 +461,11 @@ def _levels(kernel, n_segments, step, max_segments, rtol, log_rtol, tol, max_ite
     """
     levels, work, (base_metric, factor, inverse_factor), (value, error, row, previous, scratch) = space
     dim = len(step)
-    curve = levels[0][0]
-    origin, centroid = scratch[:dim], value[:dim]
+    curve, (origin, centroid) = levels[0][0], scratch
+    for i in range(dim + 1):
+        error[i] = np.inf
     for i in range(dim):
-        centroid[i], error[i], error[dim] = 0.0, np.inf, np.inf
+        origin[i], centroid[i] = 0.0, 0.0
     for node in range(n_segments + 1):
         t = node * (1.0 / n_segments) if node < n_segments else 1.0  # numpy.linspace(0, 1)
         for i in range(dim):
@@ -472,7 +473,6 @@ def _levels(kernel, n_segments, step, max_segments, rtol, log_rtol, tol, max_ite
             centroid[i] += curve[node, i]
     for i in range(dim):
         centroid[i] /= n_segments + 1
-        origin[i] = 0.0
     if not (_metric_at(kernel, origin, work, base_metric) and _metric_at(kernel, centroid, work, factor)):
         return FAILED, 0.0, 0.0, 0, 0, False
     if not cholesky_factor(factor, 0.0):
