@@ -190,10 +190,12 @@ point3 = st.lists(st.floats(-2.0, 2.0), min_size=3, max_size=3).map(np.array)
 
 @pytest.fixture(scope="module")
 def precise_space(random_space):
-    return LearnedMetricManifold(random_space.field, n_segments=32, tol=1e-9)
+    # Log vectors certified to 1e-7 of the distance: Exp of a Log vector off by that misses its end point by
+    # that times the spreading of nearby geodesics (6x on one pair 12.7 apart; log_rtol = 1e-4 let it miss by 3e-4)
+    return LearnedMetricManifold(random_space.field, n_segments=32, tol=1e-9, log_rtol=1e-7)
 
 
-@settings(max_examples=15, deadline=None)
+@settings(max_examples=30, deadline=None, derandomize=True)  # the same examples on every run and machine
 @given(point3, point3, point3)
 def test_metric_axioms_and_log_exp_inverse(precise_space, x, y, z):
     metric = precise_space.metric
