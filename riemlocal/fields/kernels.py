@@ -36,7 +36,7 @@ __all__ = ["COMPILED_MAX_WORK", "CURVE_KERNEL_MAX_DIM", "refcount_free", "exp_no
 #: 1.8x faster at dim = 100; equal for 16 geodesics at dim = 20)
 COMPILED_MAX_WORK = 50_000
 #: ... except the curve kernels up to this dimension, at any batch: their vectorized loops beat numpy there
-#: (segment terms with Hessians of 4 x 8 to 64 x 32 segments: 2.2-5x at dim = 2 and 5 for R = 3, 10, 100;
+#: (segment terms with Hessians of 4 x 8 to 64 x 32 segments: 1.0-4.9x the speed at dim = 2 and 5 for R = 3, 10, 100;
 #: at dim = 10 from 0.5x to 1.8x)
 CURVE_KERNEL_MAX_DIM = 5
 
