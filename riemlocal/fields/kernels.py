@@ -376,7 +376,7 @@ def rbf_curve_hessian(kernel, n_segments, work):
     of the first ``n_segments`` segments into ``work[6]`` ``(3, dim, dim, N)``:
     :math:`C = \tfrac{4}{\sigma^2} \sum_r \tilde q_r \bar h_r \bar h_r^T - \tfrac{2}{\sigma} \sum_r \tilde q_r P_r`
     (the last sum only for ``own_proximity``), :math:`K = -\tfrac{4}{\sigma} \sum_r w_r \bar h_r (M_r d)^T`,
-    with :math:`\bar h_r = h_r - \sum_s w_s h_s` (``half_grad`` is centered in place).
+    with :math:`\bar h_r = h_r - \sum_{r'} w_{r'} h_{r'}` (``half_grad`` is centered in place).
     """
     half_grad, local, scalars, mean, blocks = work[1], work[2], work[3], work[4][0], work[6]
     weights, spreads, hessian_x, mixed, hessian_v = scalars[0], scalars[1], blocks[0], blocks[1], blocks[2]

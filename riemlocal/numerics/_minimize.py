@@ -423,8 +423,8 @@ def extrapolate_levels(
     ``riemlocal.numerics._compiled_log`` (the Log of the RBF fields):
     keep both in step (``tests/test_compiled_log.py`` compares them).
     ``lengths_only`` (its node chart) is not mirrored: it serves
-    batched L-BFGS, and the compiled Newton takes lengths only up to
-    ``LENGTHS_NEWTON_MAX_DIM``, where it converges in a few steps.
+    batched L-BFGS, and the compiled Newton takes lengths, like Logs, only up to
+    ``COMPILED_NEWTON_MAX_DIM``, where it converges in a few steps.
     """
     n_problems, n_curves = curves.shape[:2]
     weights = np.full((n_problems, n_curves), 1.0 / n_curves) if weights is None else np.asarray(weights, dtype=float)

@@ -435,7 +435,7 @@ class EnergyLogSolver:
                 method=self.method,
                 tol=self.tol,
                 max_iter=self.max_iter,
-                lengths_only=np.isinf(log_rtol),
+                lengths_only=math.isinf(log_rtol),
             )
             velocity[rows], length[rows] = result.value[:, 1:], result.value[:, 0]
             dist_error[rows], log_error[rows] = estimates(result.value, result.error, result.unresolved, base_metric)
