@@ -25,6 +25,7 @@ from .experiments.geodesic import run_geodesic
 from .experiments.taxonomy import DATASETS
 from .fields import MetricField
 from .io import load
+from .utils.parallel import one_blas_thread
 
 __all__ = ["main", "build_parser"]
 
@@ -215,10 +216,11 @@ def main(argv=None):
             tempfile.TemporaryFile(dir=args.out).close()
         except OSError as exc:
             command.error(f"cannot create --out directory or write to it: {exc}")
-    if args.command == "geodesic":
-        result = _geodesic(args, command)
-    else:
-        result = _experiment(args.command, args, command)
+    with one_blas_thread():  # small matrices: BLAS threads would only compete for the cores (--n-jobs parallelizes)
+        if args.command == "geodesic":
+            result = _geodesic(args, command)
+        else:
+            result = _experiment(args.command, args, command)
     print(result["markdown"])
     return 0
 

@@ -25,7 +25,7 @@ import numpy as np
 from scipy.integrate import solve_ivp
 
 from .fields import MetricField
-from .utils.validation import broadcast_flat, check_points, check_positive
+from .utils.validation import broadcast_flat, check_points, check_positive, check_tolerance
 
 __all__ = [
     "christoffels",
@@ -179,7 +179,7 @@ def _along_geodesic(field, base_point, tangent_vec, riders, rider_rhs, times, rt
     repeated ``m`` times to ``(batch * m, dim)`` and ``riders`` flattened alike.
     Returns the riders at ``times``, shape ``(batch, len(times), m, dim)``.
     """
-    check_positive(rtol, "rtol")
+    check_tolerance(rtol, "rtol")
     check_positive(atol, "atol")
     batch, dim = base_point.shape
     m = riders.shape[1]

@@ -1,6 +1,9 @@
 """The compiled kernels (numba) against the numpy path: equal to 1e-12."""
 
 import math
+import re
+
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -82,13 +85,14 @@ def test_refcount_free_falls_back_to_counted_njit(monkeypatch):
     from numba import njit
 
     from riemlocal.fields import kernels
+    from riemlocal.utils import compiled
 
     def strict_njit(**options):
         if "_nrt" in options:
             raise KeyError(f"Unrecognized options: {set(options) - {'cache'}}")
         return njit(**options)
 
-    monkeypatch.setattr(kernels, "njit", strict_njit)
+    monkeypatch.setattr(compiled, "njit", strict_njit)
 
     def total(a):
         return a.sum()
@@ -160,3 +164,36 @@ def test_overflow_falls_back_to_the_numpy_path():
     end = integrate_geodesic(field, np.ones((1, 2)), far)
     assert np.all(np.isfinite(end))
     np.testing.assert_array_equal(end, integrate_geodesic(field, np.ones((1, 2)), far, compiled=False))
+
+
+def test_compiled_kernels_cache_outside_the_package(tmp_path, monkeypatch):
+    """numba's cache goes to a per-user directory, never beside the sources (a leftover ``__pycache__`` in
+    site-packages shadows a later editable install); an unwritable directory means no disk cache."""
+    import riemlocal
+    from riemlocal.utils import compiled
+
+    sources = Path(riemlocal.__file__).parent.rglob("*.py")
+    assert [path.name for path in sources if re.search(r"\bnjit\(", path.read_text())] == ["compiled.py"]  # all use it
+    monkeypatch.delenv("NUMBA_CACHE_DIR", raising=False)
+    monkeypatch.setattr(compiled.numba.config, "CACHE_DIR", "")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    assert compiled.cache_dir() == tmp_path / "cache" / "riemlocal" / "numba"
+    package = tmp_path / "package"  # a writable source folder, as site-packages is to its owner
+    package.mkdir()
+    (package / "kernel_module.py").write_text(
+        "from riemlocal.utils.compiled import cached_njit\n\n\n@cached_njit\ndef twice(a):\n    return 2.0 * a\n"
+    )
+    monkeypatch.syspath_prepend(str(package))
+    from kernel_module import twice
+
+    assert twice(np.arange(3.0))[2] == 4.0
+    assert list(compiled.cache_dir().rglob("*twice*.nbi")) and not list(package.rglob("*.nbi"))
+    assert compiled.numba.config.CACHE_DIR == ""  # numba's setting is restored after decorating
+    locked = tmp_path / "locked"
+    locked.write_text("a file, not a directory")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(locked))
+
+    def thrice(a):
+        return 3.0 * a
+
+    assert compiled.cached_njit(thrice)(np.arange(3.0))[2] == 6.0  # compiled, not cached

@@ -24,9 +24,9 @@ import math
 from collections import namedtuple
 
 import numpy as np
-from numba import njit
 
 from ..utils.arrays import TASK_ELEMENTS, quadratic_forms, unique_rows
+from ..utils.compiled import cached_njit
 
 __all__ = ["EnvelopeArrays", "envelope_arrays", "envelope_cells"]
 
@@ -173,7 +173,7 @@ def _packed_norms(arrays, points):
     return (_triangle_products(scaled) @ arrays.packed).astype(float) * (scale[:, None] ** 2 * arrays.scale)  # exact powers of two
 
 
-@njit(cache=True)
+@cached_njit
 def _triangle_products(points):
     r"""Float32 products :math:`p_i p_j`, :math:`i \le j`, of each row, in the order of the packed triangles."""
     n_points, dim = points.shape
@@ -186,7 +186,7 @@ def _triangle_products(points):
     return out
 
 
-@njit(cache=True)
+@cached_njit
 def _packed_products(packed, point):
     r"""Float32 :math:`P'_r h` of one point, :math:`h = p / 2`, from the packed triangles :math:`P'_r` (doubled
     off-diagonals), shape ``(K, R)``: :math:`P_r p / \sigma_r`. Row :math:`i` of the triangles adds
@@ -400,7 +400,7 @@ def _lower_envelope(quadratic, linear, constant, compiled=True):
     return pair, keep[pair, np.concatenate(cells)], np.concatenate(spans)
 
 
-@njit(cache=True, error_model="numpy")
+@cached_njit(error_model="numpy")
 def _compiled_walk(quadratic, linear, constant):
     """:func:`_lower_envelope`'s walk, one row at a time: ``pair, cell, span`` and whether every row finished."""
     n_rows, n_parabolas = constant.shape
@@ -443,7 +443,7 @@ def _compiled_walk(quadratic, linear, constant):
     return pair[:n_pieces], cell[:n_pieces], span[:n_pieces], True
 
 
-@njit(cache=True, error_model="numpy")
+@cached_njit(error_model="numpy")
 def _entering_root(da, db, dc):
     """:func:`_entering_roots` of one difference of parabolas, in the same floating-point operations."""
     disc = db * db - 4.0 * da * dc
@@ -487,7 +487,7 @@ def _envelope_candidates(quadratic, linear, constant, curvature_error=0.0, offse
     return ~drop
 
 
-@njit(cache=True)
+@cached_njit
 def _compiled_candidates(quadratic, linear, constant, curvature_error, offset_error, grid):
     """:func:`_envelope_candidates` row by row, in the same floating-point operations."""
     n_rows, n_parabolas = constant.shape

@@ -26,8 +26,10 @@ from collections import namedtuple
 
 import numpy as np
 from llvmlite import ir
-from numba import njit, types
+from numba import types
 from numba.extending import intrinsic
+
+from ..utils.compiled import cached_njit
 
 __all__ = ["COMPILED_MAX_WORK", "CURVE_KERNEL_MAX_DIM", "refcount_free", "exp_nonpositive", "compiled_kernel", "RBFKernel", "rbf_weights", "rbf_metric", "rbf_acceleration", "rbf_acceleration_derivative", "rbf_geodesic_rhs", "rbf_work_space", "rbf_accelerations", "rbf_acceleration_derivatives", "rbf_curve_work", "rbf_curve_terms", "rbf_curve_hessian", "rbf_curve_trapezoid", "rbf_segment_energy_terms", "cholesky_factor", "forward_substitution", "back_substitution", "factored_solve", "cholesky_solve"]
 
@@ -58,9 +60,9 @@ def refcount_free(function):
     a numba without that option compiles the kernel with reference counting).
     """
     try:
-        return njit(cache=True, _nrt=False)(function)
+        return cached_njit(function, _nrt=False)
     except (KeyError, TypeError, ValueError):  # numba 0.68: KeyError "Unrecognized options"
-        return njit(cache=True)(function)
+        return cached_njit(function)
 
 
 @intrinsic
@@ -76,7 +78,7 @@ def _bits_to_float(typingctx, bits):
 _LOG2_E, _LN2_HIGH, _LN2_LOW = 1.4426950408889634, 6.93147180369123816490e-01, 1.90821492927058770002e-10  # Cody--Waite split of ln 2
 
 
-@njit(cache=True)
+@cached_njit
 def exp_nonpositive(x):
     r""":math:`e^x` for :math:`x \le 0` in operations the compiler vectorizes (``math.exp`` is a libm call per element).
 
@@ -252,7 +254,7 @@ def _curve_work(kernel, n_segments):
 
 
 rbf_curve_work = _curve_work  # from Python
-rbf_curve_work_compiled = njit(cache=True)(_curve_work)  # inside compiled code
+rbf_curve_work_compiled = cached_njit(_curve_work)  # inside compiled code
 
 
 @refcount_free
@@ -465,7 +467,7 @@ def _work_space(kernel):
 
 
 rbf_work_space = _work_space  # from Python
-rbf_work_space_compiled = njit(cache=True)(_work_space)  # inside compiled code
+rbf_work_space_compiled = cached_njit(_work_space)  # inside compiled code
 
 
 @refcount_free
@@ -545,7 +547,7 @@ def rbf_geodesic_rhs(params, state, out):
     return rbf_acceleration(kernel, state[:dim], state[dim:], out[dim:], work)
 
 
-@njit(cache=True)
+@cached_njit
 def rbf_segment_energy_terms(kernel, nodes, hessian):
     r""":func:`rbf_curve_terms` (and with ``hessian`` :func:`rbf_curve_hessian`) of every segment of curves ``(n, N + 1, dim)``.
 
@@ -589,7 +591,7 @@ def _segment_terms_into(kernel, nodes, hessian, terms, work, centers):
     return True
 
 
-@njit(cache=True)
+@cached_njit
 def rbf_accelerations(kernel, x, v):
     """:func:`rbf_acceleration` for rows ``(n, dim)``; also whether every row succeeded."""
     out, work = np.empty_like(x), rbf_work_space_compiled(kernel)
@@ -599,7 +601,7 @@ def rbf_accelerations(kernel, x, v):
     return out, True
 
 
-@njit(cache=True)
+@cached_njit
 def rbf_acceleration_derivatives(kernel, x, v, dx, dv):
     """:func:`rbf_acceleration_derivative` for rows ``(n, dim)``; also whether every row succeeded."""
     out, work = np.empty_like(x), rbf_work_space_compiled(kernel)

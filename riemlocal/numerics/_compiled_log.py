@@ -28,7 +28,6 @@ import functools
 import math
 
 import numpy as np
-from numba import njit
 
 from ..fields.kernels import (
     RBFKernel,
@@ -45,6 +44,7 @@ from ..fields.kernels import (
     rbf_work_space_compiled,
     refcount_free,
 )
+from ..utils.compiled import cached_njit
 from ..utils.optimize import ARMIJO, MAX_BACKTRACKS, MAX_STALLS, ROUND_OFF
 from ._energy import laplacian_inverse_sqrt
 from ._minimize import _DAMPING, COARSE_TOL_FACTOR, ERROR_SAFETY, RESOLVED_RATIO, STALL_FACTOR, UNRESOLVED
@@ -291,7 +291,7 @@ def _max_abs(a):
     return largest
 
 
-@njit(cache=True)
+@cached_njit
 def _new_state(kernel, n_nodes):
     """Curve, node gradient, gradient in z, Hessian blocks, scratch and the kernel arrays of every segment (:func:`rbf_curve_work`) of :func:`_evaluate`."""
     n_interior, dim = n_nodes - 2, kernel.centers.shape[1]
@@ -306,7 +306,7 @@ def _new_state(kernel, n_nodes):
     )
 
 
-@njit(cache=True)
+@cached_njit
 def _newton_buffers(kernel, n_nodes):
     """Arrays of :func:`_newton`: two states of :func:`_evaluate`, the scratch of :func:`_newton_direction` and the direction."""
     n_interior, dim = n_nodes - 2, kernel.centers.shape[1]
@@ -431,13 +431,13 @@ def _estimates(value, error, unresolved, base_metric):
     )
 
 
-@njit(cache=True)
+@cached_njit
 def _level_space(kernel, n_segments):
     """A level's curve ``(N + 1, dim)`` and :func:`_newton_buffers`."""
     return np.empty((n_segments + 1, kernel.centers.shape[1])), _newton_buffers(kernel, n_segments + 1)
 
 
-@njit(cache=True)
+@cached_njit
 def _pair_space(kernel, n_segments):
     """The arrays of :func:`_levels`, shared by the pairs of a call: per level reached so far (appended by
     :func:`_level_space`) its start (then final) curve and :func:`_newton_buffers`; :func:`rbf_work_space`,
@@ -449,7 +449,7 @@ def _pair_space(kernel, n_segments):
     return levels, rbf_work_space_compiled(kernel), matrices, vectors
 
 
-@njit(cache=True)
+@cached_njit
 def _levels(kernel, n_segments, step, max_segments, rtol, log_rtol, tol, max_iter, laplacians, n_levels, space, level_iters):
     """:func:`extrapolate_levels` for one Log problem from 0 to ``step`` (relative coordinates); see the module docstring.
 
@@ -538,7 +538,7 @@ def _levels(kernel, n_segments, step, max_segments, rtol, log_rtol, tol, max_ite
         n_segments, level = 2 * n_segments, level + 1
 
 
-@njit(cache=True)
+@cached_njit
 def rbf_log_pairs(kernel, point, base_point, n_segments, max_segments, rtol, log_rtol, tol, max_iter, laplacians, n_levels):
     """``EnergyLogSolver._solve_chunk`` with Newton for the pairs ``(point, base_point)`` ``(n, dim)`` of an RBF field.
 

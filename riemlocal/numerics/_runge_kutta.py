@@ -20,9 +20,9 @@ Nørsett & Wanner, *Solving Ordinary Differential Equations I*, II.4
 import math
 
 import numpy as np
-from numba import njit
 
 from ..fields.kernels import rbf_geodesic_rhs
+from ..utils.compiled import cached_njit
 
 __all__ = ["dormand_prince", "rbf_dormand_prince"]
 
@@ -107,10 +107,18 @@ def dormand_prince(rhs, y0, times, rtol, atol, max_step=np.inf):
         yk, fk, tk = y[rows], f[rows], t[rows]
         remaining = times[next_time[rows]] - tk
         round_off = 10.0 * np.spacing(np.maximum(tk, 1.0))
+        arrived = remaining <= round_off  # an output time within round-off of a row's time: its current state
+        if arrived.any():
+            landed = rows[arrived]
+            out[landed, next_time[landed]] = y[landed]
+            next_time[landed] += 1
+            rows = rows[next_time[rows] < len(times)]
+            continue
         landing = h[rows] >= remaining - round_off  # a step ending within round-off of an output time lands on it
         step = np.where(landing, remaining, h[rows])  # (else a sliver of a step would be left)
-        if np.any(step <= round_off):
-            raise RuntimeError(f"step size below round-off at t = {tk[step <= round_off].min():.3g}")
+        too_small = ~(step > round_off)  # NaN included: a NaN step would never be accepted nor rejected for good
+        if too_small.any():
+            raise RuntimeError(f"step size below round-off (or not finite) at t = {tk[too_small].min():.3g}")
         stages = np.empty((7,) + yk.shape)
         stages[0] = fk
         for i, a in enumerate(_STAGES[1:], start=1):
@@ -137,7 +145,7 @@ def dormand_prince(rhs, y0, times, rtol, atol, max_step=np.inf):
     return out
 
 
-@njit(cache=True)
+@cached_njit
 def _scaled_rms(a, y, y_new, rtol, atol):
     total = 0.0
     for i in range(len(a)):
@@ -146,13 +154,13 @@ def _scaled_rms(a, y, y_new, rtol, atol):
     return math.sqrt(total / len(a))
 
 
-@njit(cache=True)
+@cached_njit
 def _spacing(t):
     """``numpy.spacing`` of ``t >= 1``."""
     return math.ldexp(1.0, math.frexp(t)[1] - 53)
 
 
-@njit(cache=True)
+@cached_njit
 def _compiled_initial_step(params, y, f, rtol, atol, work, f_work):
     """:func:`_initial_step` of one row; ``work`` and ``f_work`` are scratch of the state's size."""
     n = len(y)
@@ -176,7 +184,7 @@ def _compiled_initial_step(params, y, f, rtol, atol, work, f_work):
     return min(100.0 * h0, h1)
 
 
-@njit(cache=True)
+@cached_njit
 def rbf_dormand_prince(params, y0, times, rtol, atol, max_step):
     """:func:`dormand_prince` compiled for the geodesics of an RBF field (:func:`~riemlocal.fields.kernels.rbf_geodesic_rhs`), one row after the other.
 
@@ -207,9 +215,13 @@ def rbf_dormand_prince(params, y0, times, rtol, atol, max_step):
         while next_time < len(times):
             remaining = times[next_time] - t
             round_off = 10.0 * _spacing(max(t, 1.0))
+            if remaining <= round_off:  # an output time within round-off of the current time: the current state
+                out[b, next_time] = y
+                next_time += 1
+                continue
             landing = h >= remaining - round_off
             step = remaining if landing else h
-            if step <= round_off:
+            if not step > round_off:  # NaN included
                 return out, 2
             for s in range(1, 6):
                 for i in range(n):

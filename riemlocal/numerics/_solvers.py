@@ -26,7 +26,7 @@ from sklearn.exceptions import ConvergenceWarning
 from ..fields.kernels import compiled_kernel, rbf_work_space
 from ..utils.arrays import unique_rows
 from ..utils.parallel import parallel_map
-from ..utils.validation import broadcast_flat, check_bool, check_int, check_n_jobs, check_option, check_positive
+from ..utils.validation import broadcast_flat, check_bool, check_int, check_n_jobs, check_option, check_positive, check_tolerance
 from ._compiled_log import FAILED, NEEDS_LEVEL, laplacian_levels, rbf_log_pairs
 from ._energy import initial_velocity
 from ._minimize import METHODS, UNRESOLVED, extrapolate_levels, resolve_method
@@ -65,6 +65,8 @@ def integrate_geodesic(field, tangent_vec, base_point, t_eval=(1.0,), rtol=1e-9,
     -------
     ndarray of shape (batch, len(t_eval), dim)
     """
+    check_tolerance(rtol, "rtol")
+    check_positive(atol, "atol")
     batch, dim = base_point.shape
     times, position = np.unique(np.asarray(t_eval, dtype=float), return_inverse=True)
     initial = np.concatenate([base_point, tangent_vec], axis=1)
@@ -149,7 +151,7 @@ class ODEExpSolver:
         self._check()
 
     def _check(self):
-        check_positive(self.rtol, "rtol")
+        check_tolerance(self.rtol, "rtol")
         check_int(self.chunk_size, "chunk_size")
         check_bool(self.compiled, "compiled")
 
@@ -308,8 +310,8 @@ class EnergyLogSolver:
         check_bool(self.compiled, "compiled")
         check_int(self.n_segments, "n_segments", minimum=2)
         check_int(self.max_segments, "max_segments", minimum=self.n_segments)
-        check_positive(self.rtol, "rtol")
-        check_positive(self.log_rtol, "log_rtol")
+        check_tolerance(self.rtol, "rtol")
+        check_tolerance(self.log_rtol, "log_rtol")
         check_positive(self.tol, "tol")
         check_int(self.max_iter, "max_iter")
         check_option(self.method, "method", METHODS)

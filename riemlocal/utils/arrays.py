@@ -3,7 +3,8 @@
 from itertools import pairwise
 
 import numpy as np
-from numba import njit
+
+from .compiled import cached_njit
 
 __all__ = ["CACHE_ELEMENTS", "TASK_ELEMENTS", "quadratic_forms", "unique_rows"]
 
@@ -52,7 +53,7 @@ def quadratic_forms(matrices, index, vectors, compiled=None):
     return out[:, 0, 0] if vectors.ndim == 2 else out
 
 
-@njit(cache=True)
+@cached_njit
 def _compiled_gram(matrices, index, order, vectors):
     r"""Gram matrices of :func:`quadratic_forms`, pair ``order[k]`` with matrix ``index[k]``: :math:`u_a = v_a^T A`
     from the rows of :math:`A` (contiguous), four at a time (a quarter of the loads and stores of

@@ -10,6 +10,8 @@ __all__ = [
     "check_points",
     "check_spd",
     "check_positive",
+    "check_tolerance",
+    "MIN_RTOL",
     "check_option",
     "check_bool",
     "check_random_state",
@@ -127,6 +129,21 @@ def check_positive(value, name, strict=True):
     if not np.isfinite(value) or value < 0 or (strict and value == 0):
         bound = "> 0" if strict else ">= 0"
         raise ValueError(f"{name} must be {bound}, got {value!r}")
+    return value
+
+
+#: the smallest relative tolerance float64 can honor in an iterative solver: a thousand roundings
+#: (a tighter one can never be met, and an absolute tolerance derived from it underflows)
+MIN_RTOL = 1e3 * np.finfo(float).eps
+
+
+def check_tolerance(value, name, minimum=MIN_RTOL):
+    """Return ``value`` as float after checking it is a finite relative tolerance in ``[minimum, 1]``."""
+    value = check_positive(value, name)
+    if not minimum <= value <= 1.0:
+        raise ValueError(
+            f"{name} must lie in [{minimum:.3g}, 1] (float64 cannot honor a tighter relative tolerance), got {value!r}"
+        )
     return value
 
 

@@ -1,0 +1,46 @@
+"""BLAS threads: the command line and whole jobs run with one BLAS thread (issue 23).
+
+On a 2-core machine shared with other work, BLAS worker threads on this library's small
+matrices made the main job 4-5x slower. ``.ci/run`` also runs the quick main job pinned to
+one core (``taskset``) under a time limit.
+"""
+
+import numpy as np
+from threadpoolctl import threadpool_info, threadpool_limits
+
+import riemlocal.cli as cli
+import riemlocal.io as rio
+from riemlocal import SmoothLocalField
+from riemlocal.utils.parallel import one_blas_thread, with_one_blas_thread
+
+
+def blas_threads():
+    return {pool["num_threads"] for pool in threadpool_info() if pool["user_api"] == "blas"}
+
+
+def test_one_blas_thread_limits_and_restores():
+    with threadpool_limits(limits=2, user_api="blas"):
+        assert blas_threads() == {2}
+        with one_blas_thread():
+            assert blas_threads() == {1}
+        assert blas_threads() == {2}
+        assert with_one_blas_thread(blas_threads)() == {1}
+        assert blas_threads() == {2}
+
+
+def test_every_command_runs_with_one_blas_thread(tmp_path, monkeypatch):
+    seen = []
+
+    def record(*args, **kwargs):
+        seen.append(blas_threads())
+        return {"markdown": ""}
+
+    monkeypatch.setattr(cli, "run_geodesic", record)
+    monkeypatch.setattr(cli.bodyshape, "run_bodyshape", record)
+    monkeypatch.setattr(cli.taxonomy, "run_taxonomy", record)
+    path = tmp_path / "field.npz"
+    rio.save(SmoothLocalField([[0.0, 0.0], [1.0, 1.0]], [np.eye(2), 2 * np.eye(2)]), path)
+    with threadpool_limits(limits=2, user_api="blas"):
+        for argv in (["geodesic", str(path), "--from", "0,0", "--to", "1,1", "--out", str(tmp_path)], ["bodyshape"], ["taxonomy"]):
+            assert cli.main(argv + ["--no-progress"]) == 0
+    assert seen == [{1}] * 3
