@@ -16,7 +16,7 @@ from tqdm.auto import tqdm
 
 from ..numerics import curve_energy, extrapolate_levels
 from ..utils.optimize import ARMIJO
-from ..utils.validation import check_int, check_n_jobs, check_option, check_points, check_positive, check_weights
+from ..utils.validation import check_int, check_n_jobs, check_not_text, check_option, check_points, check_positive, check_weights
 from . import _tangent
 
 __all__ = ["FrechetMean"]
@@ -156,7 +156,7 @@ class FrechetMean(BaseEstimator):
         check_positive(self.rtol, "rtol")
         tol = check_positive(self.tol, "tol")
         check_n_jobs(self.n_jobs)
-        X = validate_data(self, X, dtype=float)
+        X = validate_data(self, check_not_text(X, "X"), dtype=float)
         if X.shape[1] != dim:
             raise ValueError(f"X must have {dim} features to match the space, got shape {X.shape}")
         weights = check_weights(sample_weight, len(X))
