@@ -1,6 +1,7 @@
 """The defect list of issue 12: each bad input raises a clear error naming its argument, weights are relative."""
 
 import re
+import warnings
 
 import numpy as np
 import pytest
@@ -357,3 +358,83 @@ def test_io_paths_must_be_file_names(path, tmp_path):
         rio.save(ConstantField(np.eye(2)), path)
     rio.save(ConstantField(np.eye(2)), tmp_path / "field.npz")
     np.testing.assert_array_equal(rio.load(str(tmp_path / "field.npz")).metric, np.eye(2))
+
+
+def _statistics_space():
+    return LearnedMetricManifold(SmoothLocalField(np.eye(3), np.stack([np.diag([1.0, 2.0, 3.0])] * 3)))
+
+
+@pytest.mark.parametrize("text", [[["a", "b", "c"]] * 2, np.array([["1", "2", "3"]] * 2), np.array([[b"a", b"b", b"c"]] * 2),
+                                  np.array([[0.0, "a", 1.0]] * 2, dtype=object)], ids=["list", "str", "bytes", "object"])
+def test_text_input_to_the_statistics_names_the_argument(text):
+    # before: "could not convert string to float" from scikit-learn's validation, naming no argument
+    from riemlocal.learning import GeodesicRegression, PrincipalGeodesicAnalysis, TangentSpaceRegression
+
+    space, X = _statistics_space(), _classes()[0][:4] / 10
+    calls = {
+        "X": [lambda: FrechetMean(space).fit(text), lambda: PrincipalGeodesicAnalysis(space).fit(text),
+              lambda: TangentSpaceRegression(space).fit(text, [1.0, 2.0])],
+        "y": [lambda: TangentSpaceRegression(space).fit(X[:2], np.asarray(text)[:, 1])],
+        "t": [lambda: GeodesicRegression(space).fit(np.asarray(text)[:, 1], X[:2])],
+        "Y": [lambda: GeodesicRegression(space).fit([0.0, 1.0], text)],
+    }
+    for name, functions in calls.items():
+        for call in functions:
+            with pytest.raises(TypeError, match=f"^{name} must be a numeric array of real numbers, got text"):
+                call()
+    pga = PrincipalGeodesicAnalysis(space, n_components=2).fit(X)
+    for call in (pga.transform, pga.inverse_transform):
+        with pytest.raises(TypeError, match="^X must be a numeric array of real numbers, got text"):
+            call(np.asarray(text)[:, :2] if call == pga.inverse_transform else text)
+
+
+def test_principal_geodesic_of_no_times_is_empty():
+    from riemlocal.learning import PrincipalGeodesicAnalysis
+
+    pga = PrincipalGeodesicAnalysis(_statistics_space(), n_components=2).fit(_classes()[0][:5] / 10)
+    assert pga.principal_geodesic(0, []).shape == (0, 3)  # before: "cannot reshape array of size 0"
+    np.testing.assert_allclose(pga.principal_geodesic(1, [0.0]), pga.mean_[None], atol=1e-12)
+    with pytest.raises(TypeError, match="t must be a numeric array of real numbers"):
+        pga.principal_geodesic(0, ["a"])
+    with pytest.raises(ValueError, match="t contains NaN or infinite values"):
+        pga.principal_geodesic(0, [np.inf])
+
+
+@pytest.mark.parametrize("method", ["joint", "karcher"])
+@pytest.mark.parametrize(
+    "X, sample_weight",
+    [(np.array([[0.1, -0.2, 0.3]]), None), (np.array([[0.5, 0.0, 0.0], [0.1, -0.2, 0.3], [0.0, 0.4, 0.0]]), [0.0, 2.0, 0.0]),
+     (np.array([[0.1, -0.2, 0.3]] * 2), None)],
+    ids=["one point", "one weighted", "two identical"],
+)
+def test_the_mean_of_one_distinct_point_is_quiet(method, X, sample_weight):
+    # before: error_estimate_ nan, "did not converge in 0 iterations" and divide RuntimeWarnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        mean = FrechetMean(_statistics_space(), method=method).fit(X, sample_weight=sample_weight)
+    np.testing.assert_array_equal(mean.estimate_, [0.1, -0.2, 0.3])
+    assert mean.converged_ and mean.grad_norm_ == 0.0
+    if method == "joint":
+        assert mean.error_estimate_ == 0.0
+
+
+def test_learners_that_are_not_estimators_and_bad_local_fit_options_are_named():
+    # before: scikit-learn's "Cannot clone object", int()'s "invalid literal" and "can't multiply sequence"
+    X, y = _classes()
+    calls = {
+        "learner must be a scikit-learn metric learner": [
+            lambda: fit_local_metric(None, X, y), lambda: LazyField("lda", X, y), lambda: LocalMetrics("lda").fit(X, y),
+            lambda: LocalMetricKNN("lda").fit(X, y),
+        ],
+        "global_learner must be a scikit-learn metric learner": [lambda: LocalMetrics(global_learner=3).fit(X, y)],
+    }
+    for message, functions in calls.items():
+        for call in functions:
+            with pytest.raises(TypeError, match=f"^{message}"):
+                call()
+    with pytest.raises(ValueError, match="rank must be 'auto', None or a positive int, got 'x'"):
+        fit_local_metric(LDAMetric(), X, y, rank="x")
+    with pytest.raises(TypeError, match="ridge must be a real number, got 'a'"):
+        condition_metric(np.eye(2), ridge="a")
+    with pytest.raises(ValueError, match="ridge must be >= 0, got -1.0"):
+        condition_metric(np.eye(2), ridge=-1.0)

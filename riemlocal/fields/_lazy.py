@@ -21,7 +21,7 @@ from joblib import Parallel, delayed
 from sklearn.neighbors import NearestNeighbors
 from tqdm.auto import tqdm
 
-from ..learners import check_rank, fit_local_metric
+from ..learners import check_learner, check_rank, fit_local_metric
 from ..utils.arrays import unique_rows
 from ..utils.validation import check_int, check_labels, check_n_jobs, check_option, check_points, check_positive, check_spd, check_spread
 from ._base import MetricField, SegmentCells
@@ -100,6 +100,7 @@ class LazyField(MetricField):
         n_jobs=None,
         verbose=False,
     ):
+        check_learner(learner)
         X = check_points(X, name="X", min_ndim=2)
         if X.ndim != 2 or len(X) == 0:
             raise ValueError(f"X must have shape (n_samples, dim) with n_samples >= 1, got {X.shape}")

@@ -11,9 +11,9 @@ import numpy as np
 from sklearn.base import clone
 from sklearn.utils.validation import has_fit_parameter
 
-from ..utils.validation import SPD_RTOL, check_labels, check_option, check_points, check_weights
+from ..utils.validation import SPD_RTOL, check_labels, check_option, check_points, check_positive, check_weights
 
-__all__ = ["fit_local_metric", "condition_metric", "check_rank", "WEIGHT_FLOOR"]
+__all__ = ["fit_local_metric", "condition_metric", "check_rank", "check_learner", "WEIGHT_FLOOR"]
 
 #: samples whose weight is below this fraction of the largest weight are dropped
 #: before a local fit (weight 0 means absent; this also trims RBF tails)
@@ -38,6 +38,7 @@ def condition_metric(metric, normalize=True, ridge=1e-6):
         semidefinite and nonzero (its smallest eigenvalue below
         ``-SPD_RTOL`` times the largest, or no positive eigenvalue).
     """
+    ridge = check_positive(ridge, "ridge", strict=False)
     metric = check_points(metric, name="metric", min_ndim=2)
     if metric.ndim != 2 or metric.shape[0] != metric.shape[1] or not metric.size:
         raise ValueError(f"metric must be a square matrix of shape (dim, dim) with dim >= 1, got shape {metric.shape}")
@@ -94,6 +95,8 @@ def fit_local_metric(
     -------
     metric : ndarray of shape (dim, dim)
     """
+    check_learner(learner)
+    rank = check_rank(rank)
     check_option(zero_metric, "zero_metric", ("raise", "fallback"))
     X = check_points(X, name="X", min_ndim=2)
     if X.ndim != 2:
@@ -122,6 +125,13 @@ def fit_local_metric(
         warnings.warn(f"{type(learner).__name__} learned a zero metric; using the fallback metric instead", RuntimeWarning, stacklevel=2)
         metric = fallback
     return condition_metric(metric, normalize, ridge)
+
+
+def check_learner(learner, name="learner"):
+    """Return ``learner`` after checking it is a scikit-learn estimator (``fit`` and ``get_params``, so it clones)."""
+    if not (callable(getattr(learner, "fit", None)) and callable(getattr(learner, "get_params", None))):
+        raise TypeError(f"{name} must be a scikit-learn metric learner (with fit and metric_), got {learner!r}")
+    return learner
 
 
 def check_rank(rank):

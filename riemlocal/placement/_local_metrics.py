@@ -8,7 +8,7 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 from tqdm.auto import tqdm
 
 from ..fields import ConstantField, NearestLocalField, RBFLocalField, SmoothLocalField
-from ..learners import LDAMetric, check_rank, condition_metric, fit_local_metric
+from ..learners import LDAMetric, check_learner, check_rank, condition_metric, fit_local_metric
 from ..utils.validation import check_int, check_labels, check_n_jobs, check_option, check_positive, check_random_state
 from ._regions import auto_bandwidth, class_weights, leave_one_out_smoothing, neighbourhoods, reference_weights
 
@@ -193,8 +193,8 @@ class LocalMetrics(BaseEstimator):
         check_n_jobs(self.n_jobs)
         check_random_state(self.random_state)
         X, y = validate_classes(self, X, y)
-        learner = default_learner() if self.learner is None else self.learner
-        global_learner = learner if self.global_learner is None else self.global_learner
+        learner = default_learner() if self.learner is None else check_learner(self.learner)
+        global_learner = learner if self.global_learner is None else check_learner(self.global_learner, "global_learner")
         self.global_metric_ = condition_metric(clone(global_learner).fit(X, y).metric_, normalize=False, ridge=self.ridge)
         mapped = X @ np.linalg.cholesky(self.global_metric_)  # |z_a - z_b|^2 = d_G(a, b)
         getattr(self, f"_fit_{self.where}")(learner, X, y, mapped)
