@@ -50,7 +50,7 @@ from .fields import MetricField
 from .manifold import LearnedMetricManifold
 from .utils.arrays import TASK_ELEMENTS, quadratic_forms, unique_rows
 from .utils.parallel import parallel_map
-from .utils.validation import check_bool, check_option, check_points
+from .utils.validation import check_bool, check_n_jobs, check_option, check_points
 
 __all__ = ["RULES", "RULES_BY_STRUCTURE", "distance", "pairwise_distances"]
 
@@ -106,7 +106,7 @@ def distance(field, x, y, rule="test", squared=False, *, n_jobs=None, verbose=Fa
     distances : ndarray of shape (...)
         The broadcast leading shape of ``x`` and ``y`` (a 0-d value for two points).
     """
-    rule = _check_rule(field, rule, squared)
+    rule = _check_rule(field, rule, squared, n_jobs)
     x = check_points(x, field.dim, "x")
     y = check_points(y, field.dim, "y")
     try:
@@ -141,7 +141,7 @@ def pairwise_distances(field, X, Y=None, rule="test", squared=False, n_jobs=None
     -------
     distances : ndarray of shape (n_samples_X, n_samples_Y)
     """
-    rule = _check_rule(field, rule, squared)
+    rule = _check_rule(field, rule, squared, n_jobs)
     X = _check_matrix(X, field.dim, "X")
     Y = X if Y is None else _check_matrix(Y, field.dim, "Y")
     x_index = np.repeat(np.arange(len(X)), len(Y))
@@ -152,12 +152,13 @@ def pairwise_distances(field, X, Y=None, rule="test", squared=False, n_jobs=None
     return values.reshape(len(X), len(Y))
 
 
-def _check_rule(field, rule, squared):
+def _check_rule(field, rule, squared, n_jobs):
     """Check the arguments, and that ``field`` can serve ``rule`` quickly, before any work."""
     if not isinstance(field, MetricField):
         raise TypeError(f"field must be a MetricField, got {type(field).__name__}")
     check_option(rule, "rule", RULES)
     check_bool(squared, "squared")
+    check_n_jobs(n_jobs)
     name = type(field).__name__
     if rule not in RULES_BY_STRUCTURE[field.structure]:
         raise ValueError(

@@ -26,6 +26,7 @@ import importlib
 import inspect
 import json
 import numbers
+import os
 import zipfile
 import zlib
 
@@ -278,6 +279,13 @@ class _Decoder:
             self.fail(f"fitted attribute {name} must hold positive semidefinite matrices")
 
 
+def _check_path(path):
+    """Return ``path`` after checking it is a file name (``str``, ``bytes`` or path-like)."""
+    if not isinstance(path, (str, bytes, os.PathLike)):
+        raise TypeError(f"path must be a str or path-like file name, got {type(path).__name__}")
+    return path
+
+
 def save(obj, path):
     """Save a metric field or a (fitted) estimator to ``path`` as a ``.npz`` file.
 
@@ -293,7 +301,7 @@ def save(obj, path):
     Raises
     ------
     TypeError
-        If ``obj`` or one of its parameters / fitted attributes is of a type
+        If ``path`` is not a file name, or ``obj`` or one of its parameters / fitted attributes is of a type
         the format cannot hold (callables, random generators, foreign classes).
 
     Examples
@@ -302,6 +310,7 @@ def save(obj, path):
     >>> from riemlocal.fields import ConstantField
     >>> riemlocal.io.save(ConstantField(2 * np.eye(2)), "field.npz")  # doctest: +SKIP
     """
+    _check_path(path)
     encoder = _Encoder()
     header = {
         "format": FORMAT_NAME,
@@ -333,13 +342,15 @@ def load(path):
 
     Raises
     ------
+    TypeError
+        If ``path`` is not a file name.
     FileNotFoundError
         If ``path`` does not exist.
     ValueError
         If the file is not a riemlocal file, is corrupted, was written by a
         newer format version, or names a class outside the allow-list.
     """
-    where = str(path)
+    where = str(_check_path(path))
     try:
         with np.load(path, allow_pickle=False) as data:
             arrays = {key: data[key] for key in data.files}

@@ -27,9 +27,21 @@ from .connection import (
 )
 from .fields import MetricField
 from .numerics import CHUNK_SIZE, RTOL, EnergyLogSolver, ODEExpSolver
-from .utils.validation import check_broadcast, check_points
+from .utils.validation import check_broadcast, check_n_jobs, check_points
 
 __all__ = ["LearnedMetricManifold", "LearnedMetric"]
+
+#: keyword options of :class:`LearnedMetricManifold` (and :class:`LearnedMetric`) for its solvers
+_SOLVER_OPTIONS = (
+    "rtol", "chunk_size", "n_jobs", "verbose", "compiled", "n_segments", "log_rtol", "max_segments", "tol", "max_iter", "method"
+)
+
+
+def _check_solver_options(options, owner):
+    """Raise a ``TypeError`` naming ``owner`` and :data:`_SOLVER_OPTIONS` for an unknown key of ``options``."""
+    unknown = sorted(set(options) - set(_SOLVER_OPTIONS))
+    if unknown:
+        raise TypeError(f"{owner} got unknown option(s) {unknown}; its solver options are {', '.join(_SOLVER_OPTIONS)}")
 
 
 class LearnedMetric(RiemannianMetric):
@@ -75,6 +87,8 @@ class LearnedMetric(RiemannianMetric):
         **log_options,
     ):
         super().__init__(space)
+        _check_solver_options(log_options, "LearnedMetric")
+        check_n_jobs(n_jobs)
         if not isinstance(field, MetricField):
             raise TypeError(f"field must be a riemlocal MetricField, got {type(field).__name__}")
         if not field.is_smooth:
@@ -136,7 +150,8 @@ class LearnedMetric(RiemannianMetric):
             raise ValueError("give exactly one of end_point and initial_tangent_vec")
         if initial_tangent_vec is None:
             initial_tangent_vec = self.log(end_point, initial_point)
-        return self.exp_solver.geodesic_ivp(initial_tangent_vec, initial_point)
+        path = self.exp_solver.geodesic_ivp(initial_tangent_vec, initial_point)
+        return lambda t: path(check_points(t, name="t", min_ndim=0))
 
     # -- the connection (riemlocal.connection): curvature, transport, Jacobi fields ---------------
     # (the ODEs run at the Exp solver's tolerances, ``exp_solver.tolerances``)
@@ -245,6 +260,7 @@ class LearnedMetricManifold(VectorSpace):
     def __init__(self, field, **solver_options):
         if not isinstance(field, MetricField):
             raise TypeError(f"field must be a riemlocal MetricField, got {type(field).__name__}")
+        _check_solver_options(solver_options, "LearnedMetricManifold")
         super().__init__(shape=(field.dim,), equip=False)
         self.field = field
         self.solver_options = dict(solver_options)

@@ -19,10 +19,11 @@ from helpers import one_field_of_each_kind
 from riemlocal import LearnedMetricManifold
 from riemlocal.distances import distance, pairwise_distances
 from riemlocal.fields import ConstantField, GLMLField, LazyField, NearestLocalField, RBFLocalField, SmoothLocalField
-from riemlocal.learners import BoostMetric, CCMLMetric, LDAMetric, LMNNMetric
+from riemlocal.learners import BoostMetric, CCMLMetric, LDAMetric, LMNNMetric, condition_metric, fit_local_metric
 from riemlocal.learning import FrechetMean, PrincipalGeodesicAnalysis
 from riemlocal.neighbors import LocalMetricKNN
 from riemlocal.placement import LocalMetrics
+from riemlocal.utils.validation import is_positive_definite
 
 DIM = 2
 FAST = settings(max_examples=60, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
@@ -174,17 +175,20 @@ def test_segment_energy_terms(curves, index):
     outcome(lambda: field.segment_energy_terms(curves), "curves", expected_shape=shape)
 
 
+n_jobs_values = st.sampled_from([None, None, 1, 0, "2", 1.5])
+
+
 @FAST
-@given(x=points(), y=points(), rule=st.sampled_from(["test", "train", "line", "line_length", "nope", 3]), squared=st.sampled_from([False, True, "no"]), index=st.sampled_from([0, 1, 3]))
-def test_distances(x, y, rule, squared, index):
+@given(x=points(), y=points(), rule=st.sampled_from(["test", "train", "line", "line_length", "nope", 3]), squared=st.sampled_from([False, True, "no"]), index=st.sampled_from([0, 1, 3]), n_jobs=n_jobs_values)
+def test_distances(x, y, rule, squared, index, n_jobs):
     field = FIELDS[index]
     if rule == "train" and isinstance(field, SmoothLocalField):
         rule = "test"
-    names = ("x", "y", "rule", "squared")
+    names = ("x", "y", "rule", "squared", "n_jobs")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # quadrature warnings carry their own estimate
-        outcome(lambda: distance(field, x, y, rule, squared=squared), *names)
-        result, _ = outcome(lambda: pairwise_distances(field, x, y, rule, squared=squared), "X", "Y", "rule", "squared")
+        outcome(lambda: distance(field, x, y, rule, squared=squared, n_jobs=n_jobs), *names)
+        result, _ = outcome(lambda: pairwise_distances(field, x, y, rule, squared=squared, n_jobs=n_jobs), "X", "Y", "rule", "squared", "n_jobs")
     if result is not None:
         assert result.shape == (len(np.atleast_2d(x)), len(np.atleast_2d(x if y is None else y))) and np.all(result >= 0)
 
@@ -286,6 +290,47 @@ def test_frechet_mean_and_pga(X, sample_weight, n_components):
         pga, _ = outcome(lambda: PrincipalGeodesicAnalysis(SPACE, n_components=n_components, max_iter=20).fit(X), *names, "components")
         if pga is not None:
             outcome(lambda: pga.transform(X), "X", expected_shape=(len(X), pga.n_components_))
+
+
+@FAST
+@example(metric=np.full((2, 2), np.nan), ridge=1e-6)  # issue 23: these became the identity silently
+@example(metric=-np.eye(2), ridge=1e-6)
+@example(metric=np.zeros((2, 2)), ridge=1e-6)
+@example(metric=np.ones((2, 3)), ridge=1e-6)
+@given(metric=st.one_of(arrays(st.tuples(st.integers(0, 3), st.integers(0, 3))), arrays(st.just((DIM, DIM))), arrays(st.just((1, DIM, DIM))), garbage), ridge=st.sampled_from([0.0, 1e-6]))
+def test_condition_metric(metric, ridge):
+    result, _ = outcome(lambda: condition_metric(metric, ridge=ridge), "metric")
+    if result is not None:
+        assert result.shape == np.shape(metric) and np.trace(result) == pytest.approx(1.0 + ridge)
+        assert np.linalg.eigvalsh(result).min() >= -1e-9
+
+
+@SLOW
+@given(X=st.one_of(arrays(st.tuples(st.integers(1, 12), st.integers(1, 3)), elements=st.floats(-5, 5)), arrays(st.just((12,))), garbage), y=labels, sample_weight=weights, zero_metric=st.sampled_from(["raise", "fallback", "no"]))
+def test_fit_local_metric(X, y, sample_weight, zero_metric):
+    n = len(X) if isinstance(X, np.ndarray) and X.ndim else 12
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        result, _ = outcome(lambda: fit_local_metric(LDAMetric(), X, _labels(y, n), sample_weight, zero_metric=zero_metric), "X", "y", "sample_weight", "zero_metric", "metric", "classes", "class")
+    if result is not None:
+        assert result.shape == (X.shape[1], X.shape[1]) and is_positive_definite(result)
+
+
+@FAST
+@given(options=st.dictionaries(st.sampled_from(["foo", "n_segments", "n_jobs", "tol", "rtol"]), st.sampled_from([None, 0, 4, "2", 1.5, 1e-3]), max_size=2), t=st.one_of(arrays(st.tuples(st.integers(0, 3)), elements=st.sampled_from([0.0, 0.3, 1.0]), specials=st.sampled_from([np.nan, np.inf, -1.0])), st.just(0.5), garbage))
+def test_manifold_options_and_geodesic_times(options, t):
+    # times in (0, 1e-13) are left out: the Exp integrator fails on them ("step size below round-off", issue 23 report)
+    space, _ = outcome(lambda: LearnedMetricManifold(SMOOTH, **options), "LearnedMetricManifold", "n_segments", "n_jobs", "tol", "rtol")
+    if space is not None:
+        path = space.metric.geodesic(np.zeros(DIM), initial_tangent_vec=np.array([0.1, 0.0]))
+        outcome(lambda: path(t), "t", expected_shape=None if not isinstance(t, np.ndarray) else (np.atleast_1d(t).size, DIM))
+
+
+@FAST
+@given(path=st.one_of(garbage.filter(lambda value: not isinstance(value, str)), st.integers(-3, 300), st.floats()))
+def test_io_paths(path):
+    outcome(lambda: rio.load(path), "path")
+    outcome(lambda: rio.save(ConstantField(np.eye(DIM)), path), "path")
 
 
 @pytest.fixture(scope="module")

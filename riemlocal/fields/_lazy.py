@@ -21,9 +21,9 @@ from joblib import Parallel, delayed
 from sklearn.neighbors import NearestNeighbors
 from tqdm.auto import tqdm
 
-from ..learners import check_rank, fit_local_metric
+from ..learners import check_learner, check_rank, fit_local_metric
 from ..utils.arrays import unique_rows
-from ..utils.validation import check_int, check_labels, check_n_jobs, check_points, check_positive, check_spd, check_spread
+from ..utils.validation import check_int, check_labels, check_n_jobs, check_option, check_points, check_positive, check_spd, check_spread
 from ._base import MetricField, SegmentCells
 
 __all__ = ["LazyField"]
@@ -67,7 +67,8 @@ class LazyField(MetricField):
     rank : "auto", int or None, default="auto"
     normalize : bool, default=True
     ridge : float, default=1e-6
-        See :func:`riemlocal.learners.fit_local_metric`.
+    zero_metric : {"raise", "fallback"}, default="raise"
+        See :func:`riemlocal.learners.fit_local_metric` (the fallback is ``proximity``).
     cache_size : int, default=100000
         Maximum number of cached metrics.
     n_jobs : int, default=None
@@ -94,10 +95,12 @@ class LazyField(MetricField):
         rank="auto",
         normalize=True,
         ridge=1e-6,
+        zero_metric="raise",
         cache_size=100_000,
         n_jobs=None,
         verbose=False,
     ):
+        check_learner(learner)
         X = check_points(X, name="X", min_ndim=2)
         if X.ndim != 2 or len(X) == 0:
             raise ValueError(f"X must have shape (n_samples, dim) with n_samples >= 1, got {X.shape}")
@@ -115,6 +118,7 @@ class LazyField(MetricField):
         self.n_neighbors = int(min(n_neighbors, len(X)))
         self.proximity = proximity
         self.rank, self.normalize, self.ridge = check_rank(rank), normalize, check_positive(ridge, "ridge", strict=False)
+        self.zero_metric = check_option(zero_metric, "zero_metric", ("raise", "fallback"))
         self.cache_size, self.n_jobs, self.verbose = int(cache_size), check_n_jobs(n_jobs), verbose
         self._origin = X.mean(axis=0)  # neighbours are searched in centered coordinates (stable at any offset)
         self._map = np.eye(self.dim) if proximity is None else np.linalg.cholesky(proximity)
@@ -219,7 +223,9 @@ class LazyField(MetricField):
         return np.stack([found[key] for key in keys]) if keys else np.empty((0, self.dim, self.dim))
 
     def _learn(self, neighbour_sets):
-        options = dict(rank=self.rank, normalize=self.normalize, ridge=self.ridge, fallback=self.proximity)
+        options = dict(
+            rank=self.rank, normalize=self.normalize, ridge=self.ridge, fallback=self.proximity, zero_metric=self.zero_metric
+        )
         n_sets = len(neighbour_sets)
         n_tasks = n_sets if self.n_jobs in (None, 1) else min(n_sets, 4 * abs(self.n_jobs) + 4)
         batches = np.array_split(np.arange(n_sets), max(n_tasks, 1))

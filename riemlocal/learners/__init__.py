@@ -5,7 +5,7 @@ from ._boostmetric import BoostMetric
 from ._ccml import CCMLMetric
 from ._lda import LDAMetric
 from ._lmnn import LMNNMetric
-from ._local_fit import WEIGHT_FLOOR, check_rank, condition_metric, fit_local_metric
+from ._local_fit import WEIGHT_FLOOR, check_learner, check_rank, condition_metric, fit_local_metric
 
 __all__ = [
     "MetricLearner",
@@ -16,5 +16,6 @@ __all__ = [
     "fit_local_metric",
     "condition_metric",
     "check_rank",
+    "check_learner",
     "WEIGHT_FLOOR",
 ]

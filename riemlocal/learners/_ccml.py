@@ -66,7 +66,7 @@ class CCMLMetric(MetricLearner):
         Weight decay :math:`\alpha \ge 0` on :math:`\|L\|_F^2`. Without it the
         objective saturates (:math:`p_i \to 1`) as :math:`L` grows; the default
         suits standardized features (and was chosen on wine, see the benchmark).
-    init : {"auto", "identity", "pca", "random"} or ndarray of shape (n_components, n_features), default="auto"
+    init : {"auto", "identity", "pca", "random"} or array-like of shape (n_components, n_features), default="auto"
         Initial :math:`L`: ``"auto"`` is ``"identity"`` (the first
         ``n_components`` rows of the identity) when ``n_components ==
         n_features`` and ``"pca"`` (the leading principal axes) otherwise;
@@ -193,7 +193,7 @@ class CCMLMetric(MetricLearner):
 
     def _initial_components(self, X, weights, n_components):
         n_features = X.shape[1]
-        if isinstance(self.init, np.ndarray):
+        if not isinstance(self.init, str):  # an array-like matrix
             init = check_points(self.init, n_features, "init", min_ndim=2)
             if init.shape != (n_components, n_features):
                 raise ValueError(f"init must have shape ({n_components}, {n_features}), got {init.shape}")

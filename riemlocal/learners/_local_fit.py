@@ -5,14 +5,15 @@ Shared by every placement (:mod:`riemlocal.placement`) and by the lazy field
 """
 
 import numbers
+import warnings
 
 import numpy as np
 from sklearn.base import clone
 from sklearn.utils.validation import has_fit_parameter
 
-from ..utils.validation import check_weights
+from ..utils.validation import SPD_RTOL, check_labels, check_option, check_points, check_positive, check_weights
 
-__all__ = ["fit_local_metric", "condition_metric", "check_rank", "WEIGHT_FLOOR"]
+__all__ = ["fit_local_metric", "condition_metric", "check_rank", "check_learner", "WEIGHT_FLOOR"]
 
 #: samples whose weight is below this fraction of the largest weight are dropped
 #: before a local fit (weight 0 means absent; this also trims RBF tails)
@@ -28,14 +29,28 @@ def condition_metric(metric, normalize=True, ridge=1e-6):
 
     Unit trace makes metrics learned independently comparable (Ramanan &
     Baker, Sec. II-C.2); the relative ridge makes low-rank metrics (LDA has
-    rank :math:`d < D`) positive definite. A zero metric becomes :math:`I`.
+    rank :math:`d < D`) positive definite.
+
+    Raises
+    ------
+    ValueError
+        If ``metric`` is not a finite square matrix, or not positive
+        semidefinite and nonzero (its smallest eigenvalue below
+        ``-SPD_RTOL`` times the largest, or no positive eigenvalue).
     """
-    metric = np.asarray(metric, dtype=float)
+    ridge = check_positive(ridge, "ridge", strict=False)
+    metric = check_points(metric, name="metric", min_ndim=2)
+    if metric.ndim != 2 or metric.shape[0] != metric.shape[1] or not metric.size:
+        raise ValueError(f"metric must be a square matrix of shape (dim, dim) with dim >= 1, got shape {metric.shape}")
     metric = 0.5 * (metric + metric.T)
+    eigenvalues = np.linalg.eigvalsh(metric)
+    if not eigenvalues[-1] > 0 or eigenvalues[0] < -SPD_RTOL * eigenvalues[-1]:
+        raise ValueError(
+            f"metric must be positive semidefinite and nonzero; its eigenvalues range from "
+            f"{eigenvalues[0]:.3g} to {eigenvalues[-1]:.3g}"
+        )
     dim = metric.shape[0]
     trace = np.trace(metric)
-    if not trace > 1e-300:
-        metric, trace = np.eye(dim), float(dim)
     if normalize:
         metric, trace = metric / trace, 1.0
     return metric + (ridge * trace / dim) * np.eye(dim)
@@ -48,7 +63,9 @@ def _set_rank(estimator, rank):
     return estimator
 
 
-def fit_local_metric(learner, X, y, sample_weight=None, *, rank="auto", normalize=True, ridge=1e-6, fallback=None):
+def fit_local_metric(
+    learner, X, y, sample_weight=None, *, rank="auto", normalize=True, ridge=1e-6, fallback=None, zero_metric="raise"
+):
     """Fit a clone of ``learner`` on weighted samples and return one SPD metric.
 
     Samples with weight below ``WEIGHT_FLOOR`` times the largest weight are
@@ -57,7 +74,10 @@ def fit_local_metric(learner, X, y, sample_weight=None, *, rank="auto", normaliz
     samples (Ramanan & Baker fix the LDA rank this way); an int fixes it;
     ``None`` leaves the learner alone. A region holding a single class
     carries no discriminative information: it gets ``fallback`` (default
-    identity). The result goes through :func:`condition_metric`.
+    identity). A learner can also find nothing to separate and return a zero
+    metric (BoostMetric on coinciding classes): that raises, unless
+    ``zero_metric="fallback"``, which takes ``fallback`` with a warning. The
+    result goes through :func:`condition_metric`.
 
     Parameters
     ----------
@@ -69,19 +89,30 @@ def fit_local_metric(learner, X, y, sample_weight=None, *, rank="auto", normaliz
     normalize : bool, default=True
     ridge : float, default=1e-6
     fallback : ndarray of shape (dim, dim), default=None
+    zero_metric : {"raise", "fallback"}, default="raise"
 
     Returns
     -------
     metric : ndarray of shape (dim, dim)
     """
+    check_learner(learner)
+    rank = check_rank(rank)
+    check_option(zero_metric, "zero_metric", ("raise", "fallback"))
+    X = check_points(X, name="X", min_ndim=2)
+    if X.ndim != 2:
+        raise ValueError(f"X must have shape (n_samples, dim), got shape {X.shape}")
+    y = check_labels(y)
+    if y.shape != (len(X),):
+        raise ValueError(f"y must have shape ({len(X)},) to match X, got shape {y.shape}")
     dim = X.shape[1]
+    fallback = np.eye(dim) if fallback is None else fallback
     if sample_weight is not None:
         sample_weight = check_weights(sample_weight, len(X))
         keep = sample_weight >= WEIGHT_FLOOR * sample_weight.max()
         X, y, sample_weight = X[keep], y[keep], sample_weight[keep]
     n_classes = len(np.unique(y))
     if n_classes < 2:
-        return condition_metric(np.eye(dim) if fallback is None else fallback, normalize, ridge)
+        return condition_metric(fallback, normalize, ridge)
     estimator = _set_rank(clone(learner), min(n_classes, dim) if rank == "auto" else rank)
     if sample_weight is None or np.ptp(sample_weight) == 0:
         estimator.fit(X, y)
@@ -89,7 +120,18 @@ def fit_local_metric(learner, X, y, sample_weight=None, *, rank="auto", normaliz
         estimator.fit(X, y, sample_weight=sample_weight)
     else:
         raise TypeError(f"learner {type(learner).__name__} must accept sample_weight in fit for weighted local metrics")
-    return condition_metric(estimator.metric_, normalize, ridge)
+    metric = estimator.metric_
+    if zero_metric == "fallback" and not np.any(metric):
+        warnings.warn(f"{type(learner).__name__} learned a zero metric; using the fallback metric instead", RuntimeWarning, stacklevel=2)
+        metric = fallback
+    return condition_metric(metric, normalize, ridge)
+
+
+def check_learner(learner, name="learner"):
+    """Return ``learner`` after checking it is a scikit-learn estimator (``fit`` and ``get_params``, so it clones)."""
+    if not (callable(getattr(learner, "fit", None)) and callable(getattr(learner, "get_params", None))):
+        raise TypeError(f"{name} must be a scikit-learn metric learner (with fit and metric_), got {learner!r}")
+    return learner
 
 
 def check_rank(rank):

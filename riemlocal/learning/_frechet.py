@@ -16,7 +16,7 @@ from tqdm.auto import tqdm
 
 from ..numerics import curve_energy, extrapolate_levels
 from ..utils.optimize import ARMIJO
-from ..utils.validation import check_int, check_n_jobs, check_option, check_points, check_positive, check_weights
+from ..utils.validation import check_int, check_n_jobs, check_not_text, check_option, check_points, check_positive, check_weights
 from . import _tangent
 
 __all__ = ["FrechetMean"]
@@ -86,6 +86,8 @@ class FrechetMean(BaseEstimator):
         Karcher iterations (including rejected steps) or total L-BFGS iterations.
     error_estimate_ : float
         ``"joint"`` only: estimated error of the mean in the norm :math:`M(\mu)`, relative to the rms distance.
+    converged_ : bool
+        Whether the solver met its tolerance (otherwise a ``ConvergenceWarning`` was issued).
     grad_norm_ : float
         :math:`\|\bar v(\mu)\|_{M(\mu)}`, the norm of the Riemannian gradient
         of :math:`f`. For ``"joint"`` it is computed from the discrete
@@ -156,7 +158,7 @@ class FrechetMean(BaseEstimator):
         check_positive(self.rtol, "rtol")
         tol = check_positive(self.tol, "tol")
         check_n_jobs(self.n_jobs)
-        X = validate_data(self, X, dtype=float)
+        X = validate_data(self, check_not_text(X, "X"), dtype=float)
         if X.shape[1] != dim:
             raise ValueError(f"X must have {dim} features to match the space, got shape {X.shape}")
         weights = check_weights(sample_weight, len(X))
@@ -172,8 +174,8 @@ class FrechetMean(BaseEstimator):
         total = max_iter if method == "karcher" else None  # L-BFGS iterations of "joint" have no set count
         with tqdm(total=total, desc=f"Frechet mean ({method})", disable=not self.verbose) as bar:
             solve = self._fit_joint if method == "joint" else self._fit_karcher
-            self.estimate_, self.n_iter_, self.grad_norm_, converged, scale = solve(X, weights, start, max_iter, tol, bar)
-        if not converged:
+            self.estimate_, self.n_iter_, self.grad_norm_, self.converged_, scale = solve(X, weights, start, max_iter, tol, bar)
+        if not self.converged_:
             accuracy = f", estimated relative error {self.error_estimate_:.3g} (rtol={self.rtol:.3g})" if method == "joint" else ""
             warnings.warn(
                 f"FrechetMean ({method}) did not converge in {self.n_iter_} iterations: "
@@ -222,7 +224,8 @@ class FrechetMean(BaseEstimator):
         def relative_error(value, error, unresolved):
             metric = field.metric_matrix(value[:, :dim])
             norm = np.sqrt(np.einsum("pi,pij,pj->p", error[:, :dim], metric, error[:, :dim]))
-            return np.maximum(norm / value[:, dim], unresolved)
+            relative = np.divide(norm, value[:, dim], out=np.zeros_like(norm), where=norm > 0)  # 0 / 0: one distinct point
+            return np.maximum(relative, unresolved)
 
         def accept(value, error, unresolved, rows):
             return relative_error(value, error, unresolved) <= self.rtol

@@ -5,7 +5,7 @@ from scipy.optimize import minimize, minimize_scalar
 from sklearn.base import BaseEstimator, TransformerMixin
 from sklearn.utils.validation import check_array, check_is_fitted, validate_data
 
-from ..utils.validation import check_option
+from ..utils.validation import check_not_text, check_option, check_points
 
 from . import _tangent
 from ._frechet import FrechetMean
@@ -114,7 +114,7 @@ class PrincipalGeodesicAnalysis(TransformerMixin, BaseEstimator):
         method = check_option(self.method, "method", ("tangent", "exact"))
         if method == "exact" and not callable(getattr(self.space.metric, "jacobi_field", None)):
             raise ValueError("method='exact' needs space.metric.jacobi_field (a LearnedMetricManifold)")
-        X = validate_data(self, X, dtype=float, ensure_min_samples=2)
+        X = validate_data(self, check_not_text(X, "X"), dtype=float, ensure_min_samples=2)
         n_samples, dim = X.shape
         n_components = min(n_samples, dim) if self.n_components is None else self.n_components
         if isinstance(n_components, bool) or not isinstance(n_components, (int, np.integer)):
@@ -231,14 +231,14 @@ class PrincipalGeodesicAnalysis(TransformerMixin, BaseEstimator):
         coordinates :math:`a^*` of the closest point :math:`\mathrm{Exp}_\mu(E a^*)` of the principal geodesic subspace.
         """
         check_is_fitted(self)
-        X = validate_data(self, X, dtype=float, reset=False)
+        X = validate_data(self, check_not_text(X, "X"), dtype=float, reset=False)
         tangent = _tangent.log(self.space, X, self.mean_, self.n_jobs) @ self.metric_matrix_ @ self.components_.T
         return self._project(tangent, self.components_, X) if self.method == "exact" else tangent
 
     def inverse_transform(self, X):
         r"""Points :math:`\mathrm{Exp}_\mu(\sum_k a_k e_k)` from coordinates ``X`` of shape (n_samples, n_components)."""
         check_is_fitted(self)
-        X = check_array(X, dtype=float, input_name="X")
+        X = check_array(check_not_text(X, "X"), dtype=float, input_name="X")
         if X.shape[1] != self.n_components_:
             raise ValueError(f"X must have n_components={self.n_components_} columns, got shape {X.shape}")
         return _tangent.exp(self.space, X @ self.components_, self.mean_, self.n_jobs)
@@ -263,9 +263,9 @@ class PrincipalGeodesicAnalysis(TransformerMixin, BaseEstimator):
         check_is_fitted(self)
         if isinstance(index, bool) or not isinstance(index, (int, np.integer)) or not 0 <= index < self.n_components_:
             raise ValueError(f"index must be an int in [0, {self.n_components_}), got {index!r}")
-        t = np.asarray(t, dtype=float).reshape(-1)
-        if not np.all(np.isfinite(t)):
-            raise ValueError("t contains NaN or infinite values")
+        t = check_points(t, name="t", min_ndim=0).reshape(-1)
+        if not t.size:
+            return np.empty((0, len(self.mean_)))
         direction = np.sqrt(self.explained_variance_[index]) * self.components_[index]
         times, position = np.unique(np.abs(t), return_inverse=True)
         path = self.space.metric.geodesic(self.mean_, initial_tangent_vec=np.stack([direction, -direction]))

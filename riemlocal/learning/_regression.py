@@ -10,7 +10,7 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 from tqdm.auto import tqdm
 
 from ..utils.optimize import ARMIJO
-from ..utils.validation import check_int, check_n_jobs, check_option, check_positive, check_weights
+from ..utils.validation import check_int, check_n_jobs, check_not_text, check_option, check_positive, check_weights
 from . import _tangent
 from ._frechet import FrechetMean
 from ._pga import PrincipalGeodesicAnalysis
@@ -121,7 +121,10 @@ class GeodesicRegression(BaseEstimator):
         max_iter = check_int(self.max_iter, "max_iter")
         tol = check_positive(self.tol, "tol")
         check_n_jobs(self.n_jobs)
-        t, Y = validate_data(self, _as_design(t), Y, dtype=float, multi_output=True, y_numeric=True, ensure_min_samples=2)
+        t, Y = validate_data(
+            self, _as_design(check_not_text(t, "t")), check_not_text(Y, "Y"),
+            dtype=float, multi_output=True, y_numeric=True, ensure_min_samples=2,
+        )
         Y = np.asarray(Y, dtype=float).reshape(len(Y), -1)
         if Y.shape[1] != dim:
             raise ValueError(f"Y must have {dim} columns to match the space, got shape {Y.shape}")
@@ -226,7 +229,7 @@ class GeodesicRegression(BaseEstimator):
     def predict(self, t):
         r"""Points :math:`\mathrm{Exp}_p(V^T t)` for covariates ``t``."""
         check_is_fitted(self)
-        t = validate_data(self, _as_design(t), dtype=float, reset=False)
+        t = validate_data(self, _as_design(check_not_text(t, "t")), dtype=float, reset=False)
         return _tangent.exp(self.space, t @ self.coef_.T, self.intercept_, self.n_jobs)
 
 
@@ -270,7 +273,9 @@ class TangentSpaceRegression(RegressorMixin, BaseEstimator):
 
     def fit(self, X, y, sample_weight=None):
         """Fit on points ``X`` (n_samples, dim) and responses ``y``; ``sample_weight`` goes to the estimator."""
-        X, y = validate_data(self, X, y, dtype=float, multi_output=True, y_numeric=True, ensure_min_samples=2)
+        X, y = validate_data(
+            self, check_not_text(X, "X"), check_not_text(y, "y"), dtype=float, multi_output=True, y_numeric=True, ensure_min_samples=2
+        )
         fit_params = {} if sample_weight is None else {"sample_weight": check_weights(sample_weight, len(X))}
         self.pga_ = PrincipalGeodesicAnalysis(
             self.space, self.n_components, max_iter=self.max_iter, tol=self.tol, n_jobs=self.n_jobs, verbose=self.verbose
@@ -284,5 +289,5 @@ class TangentSpaceRegression(RegressorMixin, BaseEstimator):
     def predict(self, X):
         """Predict responses from points ``X``."""
         check_is_fitted(self)
-        X = validate_data(self, X, dtype=float, reset=False)
+        X = validate_data(self, check_not_text(X, "X"), dtype=float, reset=False)
         return self.estimator_.predict(self.pga_.transform(X))

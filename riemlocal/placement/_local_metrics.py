@@ -8,7 +8,7 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 from tqdm.auto import tqdm
 
 from ..fields import ConstantField, NearestLocalField, RBFLocalField, SmoothLocalField
-from ..learners import LDAMetric, check_rank, condition_metric, fit_local_metric
+from ..learners import LDAMetric, check_learner, check_rank, condition_metric, fit_local_metric
 from ..utils.validation import check_int, check_labels, check_n_jobs, check_option, check_positive, check_random_state
 from ._regions import auto_bandwidth, class_weights, leave_one_out_smoothing, neighbourhoods, reference_weights
 
@@ -100,6 +100,9 @@ class LocalMetrics(BaseEstimator):
         Scale independently learned local metrics to unit trace.
     ridge : float, default=1e-6
         Relative ridge making the metrics positive definite (:func:`condition_metric`).
+    zero_metric : {"raise", "fallback"}, default="raise"
+        A local fit whose learner returns a zero metric raises, or, with
+        ``"fallback"``, gets the global metric with a warning (:func:`fit_local_metric`).
     n_jobs : int, default=None
         Local fits run in parallel through joblib.
     verbose : bool, default=False
@@ -151,6 +154,7 @@ class LocalMetrics(BaseEstimator):
         rank="auto",
         normalize=True,
         ridge=1e-6,
+        zero_metric="raise",
         n_jobs=None,
         verbose=False,
         random_state=None,
@@ -165,6 +169,7 @@ class LocalMetrics(BaseEstimator):
         self.rank = rank
         self.normalize = normalize
         self.ridge = ridge
+        self.zero_metric = zero_metric
         self.n_jobs = n_jobs
         self.verbose = verbose
         self.random_state = random_state
@@ -184,11 +189,12 @@ class LocalMetrics(BaseEstimator):
         check_option(self.where, "where", PLACEMENTS)
         check_rank(self.rank)
         check_positive(self.ridge, "ridge", strict=False)
+        check_option(self.zero_metric, "zero_metric", ("raise", "fallback"))
         check_n_jobs(self.n_jobs)
         check_random_state(self.random_state)
         X, y = validate_classes(self, X, y)
-        learner = default_learner() if self.learner is None else self.learner
-        global_learner = learner if self.global_learner is None else self.global_learner
+        learner = default_learner() if self.learner is None else check_learner(self.learner)
+        global_learner = learner if self.global_learner is None else check_learner(self.global_learner, "global_learner")
         self.global_metric_ = condition_metric(clone(global_learner).fit(X, y).metric_, normalize=False, ridge=self.ridge)
         mapped = X @ np.linalg.cholesky(self.global_metric_)  # |z_a - z_b|^2 = d_G(a, b)
         getattr(self, f"_fit_{self.where}")(learner, X, y, mapped)
@@ -237,7 +243,9 @@ class LocalMetrics(BaseEstimator):
 
     def _fit_local(self, learner, X, y, regions, subsets=False):
         """Fit one metric per region: weight vectors, or index subsets when ``subsets``."""
-        options = dict(rank=self.rank, normalize=self.normalize, ridge=self.ridge, fallback=self.global_metric_)
+        options = dict(
+            rank=self.rank, normalize=self.normalize, ridge=self.ridge, fallback=self.global_metric_, zero_metric=self.zero_metric
+        )
         if subsets:
             tasks = (delayed(fit_local_metric)(learner, X[idx], y[idx], None, **options) for idx in regions)
         else:

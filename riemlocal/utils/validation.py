@@ -8,6 +8,7 @@ from scipy.linalg.lapack import dposv
 
 __all__ = [
     "check_points",
+    "check_not_text",
     "check_spd",
     "check_positive",
     "check_tolerance",
@@ -72,6 +73,21 @@ def check_points(x, dim=None, name="x", min_ndim=1):
     return arr
 
 
+def check_not_text(x, name):
+    """Return ``x`` after checking it holds no text (strings or bytes, also as elements of an object array).
+
+    For the estimators, whose further validation is scikit-learn's: it describes the array
+    instead of naming it, and ``check_estimator`` requires its ``ValueError`` for complex data.
+    """
+    try:
+        arr = np.asarray(x)
+    except ValueError:  # ragged: left to the caller's validation
+        return x
+    if arr.dtype.kind in "SU" or (arr.dtype == object and any(isinstance(v, (str, bytes)) for v in arr.flat)):
+        raise TypeError(f"{name} must be a numeric array of real numbers, got text ({type(x).__name__} of dtype {arr.dtype})")
+    return x
+
+
 def check_broadcast(dim, *named):
     """Validate named point arrays ``(value, name)`` of shape ``(..., dim)`` and check they broadcast together.
 
@@ -102,8 +118,8 @@ def check_spd(matrices, name="metric", dim=None, rtol=1e-8):
     (:func:`is_positive_definite`: the smallest above ``SPD_RTOL`` times the largest).
     """
     arr = check_points(matrices, name=name, min_ndim=2)
-    if arr.shape[-1] != arr.shape[-2]:
-        raise ValueError(f"{name} must be square matrices of shape (..., D, D), got shape {arr.shape}")
+    if arr.shape[-1] != arr.shape[-2] or arr.shape[-1] == 0:
+        raise ValueError(f"{name} must be square matrices of shape (..., D, D) with D >= 1, got shape {arr.shape}")
     if dim is not None and arr.shape[-1] != dim:
         raise ValueError(f"{name} must be {dim}x{dim} matrices, got shape {arr.shape}")
     asym = np.abs(arr - np.swapaxes(arr, -1, -2)).max(initial=0.0)
