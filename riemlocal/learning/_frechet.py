@@ -104,6 +104,8 @@ class FrechetMean(BaseEstimator):
         of :math:`f`. For ``"joint"`` it is computed from the discrete
         energy gradient, :math:`\tfrac12 \sqrt{g^T M(\mu)^{-1} g}` with
         :math:`g = \nabla_\mu \sum_i w_i E(c_i) / W`.
+    converged_ : bool
+        Whether the stopping test holds at the returned mean (with every Log map certified); otherwise it warns.
     n_uncertified_ : int
         ``"karcher"``: Log maps at the returned mean that the space's Log solver did not certify
         (``space.metric.log_solver.last_result_.converged``); the mean is then not reported as converged.
@@ -191,6 +193,7 @@ class FrechetMean(BaseEstimator):
         with tqdm(total=total, desc=f"Frechet mean ({method})", disable=not self.verbose) as bar:
             solve = self._fit_joint if method == "joint" else self._fit_karcher
             self.estimate_, self.n_iter_, self.grad_norm_, converged, scale = solve(X, weights, start, max_iter, tol, bar)
+        self.converged_ = bool(converged)
         _tangent.warn_uncertified("FrechetMean", self.n_uncertified_, len(X), "from the mean to the data")
         if not converged:
             accuracy = f", estimated relative error {self.error_estimate_:.3g} (rtol={self.rtol:.3g})" if method == "joint" else ""

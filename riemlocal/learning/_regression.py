@@ -296,8 +296,9 @@ class TangentSpaceRegression(RegressorMixin, BaseEstimator):
         :class:`~sklearn.linear_model.LinearRegression`.
     n_components : int, default=None
         Principal geodesic coordinates kept; ``None`` keeps all.
-    max_iter, tol, n_jobs, verbose
-        Passed to :class:`PrincipalGeodesicAnalysis`.
+    max_iter, tol, mean, n_jobs, verbose
+        Passed to :class:`PrincipalGeodesicAnalysis` (``mean``: a precomputed Fréchet mean, a point or a fitted
+        :class:`FrechetMean`, used instead of computing one).
 
     Attributes
     ----------
@@ -307,12 +308,15 @@ class TangentSpaceRegression(RegressorMixin, BaseEstimator):
     n_features_in_ : int
     """
 
-    def __init__(self, space, estimator=None, n_components=None, *, max_iter=100, tol=1e-5, n_jobs=None, verbose=False):
+    def __init__(
+        self, space, estimator=None, n_components=None, *, max_iter=100, tol=1e-5, mean=None, n_jobs=None, verbose=False
+    ):
         self.space = space
         self.estimator = estimator
         self.n_components = n_components
         self.max_iter = max_iter
         self.tol = tol
+        self.mean = mean
         self.n_jobs = n_jobs
         self.verbose = verbose
 
@@ -321,7 +325,8 @@ class TangentSpaceRegression(RegressorMixin, BaseEstimator):
         X, y = validate_data(self, X, y, dtype=float, multi_output=True, y_numeric=True, ensure_min_samples=2)
         fit_params = {} if sample_weight is None else {"sample_weight": check_weights(sample_weight, len(X))}
         self.pga_ = PrincipalGeodesicAnalysis(
-            self.space, self.n_components, max_iter=self.max_iter, tol=self.tol, n_jobs=self.n_jobs, verbose=self.verbose
+            self.space, self.n_components, max_iter=self.max_iter, tol=self.tol, mean=self.mean, n_jobs=self.n_jobs,
+            verbose=self.verbose,
         )
         coordinates = self.pga_.fit_transform(X)
         self.mean_ = self.pga_.mean_
