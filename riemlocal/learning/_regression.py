@@ -181,7 +181,8 @@ class GeodesicRegression(BaseEstimator):
                 if ratio > ARMIJO:
                     fit = trial
                     jacobians = self._jacobians(method, t, design, fit.base, fit.coef)
-                    damping = damping / 3.0 if ratio > 0.75 else damping
+                    damping *= max(1.0 / 3.0, 1.0 - (2.0 * min(ratio, 1.0) - 1.0) ** 3)  # Nielsen's update
+                    damping = damping if damping > 1e-8 else 0.0
                 else:
                     damping = max(4.0 * damping, 1e-3)
         fitted = _tangent.exp(self.space, t @ fit.coef, fit.base, self.n_jobs)
