@@ -11,7 +11,7 @@ import warnings
 import numpy as np
 from sklearn.base import BaseEstimator
 from sklearn.exceptions import ConvergenceWarning
-from sklearn.utils.validation import validate_data
+from sklearn.utils.validation import check_is_fitted, validate_data
 from tqdm.auto import tqdm
 
 from ..numerics import curve_energy, extrapolate_levels
@@ -19,9 +19,22 @@ from ..utils.optimize import ARMIJO
 from ..utils.validation import check_int, check_n_jobs, check_not_text, check_option, check_points, check_positive, check_weights
 from . import _tangent
 
-__all__ = ["FrechetMean"]
+__all__ = ["FrechetMean", "given_mean"]
 
 _MIN_KARCHER_STEP = 2.0**-30
+
+
+def given_mean(mean, dim):
+    """A precomputed mean (a point of shape ``(dim,)`` or a fitted :class:`FrechetMean`) as ``(point, n_iter)``; ``None`` if none."""
+    if mean is None:
+        return None
+    if isinstance(mean, FrechetMean):
+        check_is_fitted(mean, "estimate_")
+        return check_points(mean.estimate_, dim, "mean.estimate_"), mean.n_iter_
+    point = check_points(mean, dim, "mean")
+    if point.shape != (dim,):
+        raise ValueError(f"mean must be a point of shape ({dim},) or a fitted FrechetMean, got shape {point.shape}")
+    return point, 0
 
 
 class FrechetMean(BaseEstimator):
@@ -86,13 +99,17 @@ class FrechetMean(BaseEstimator):
         Karcher iterations (including rejected steps) or total L-BFGS iterations.
     error_estimate_ : float
         ``"joint"`` only: estimated error of the mean in the norm :math:`M(\mu)`, relative to the rms distance.
-    converged_ : bool
-        Whether the solver met its tolerance (otherwise a ``ConvergenceWarning`` was issued).
     grad_norm_ : float
         :math:`\|\bar v(\mu)\|_{M(\mu)}`, the norm of the Riemannian gradient
         of :math:`f`. For ``"joint"`` it is computed from the discrete
         energy gradient, :math:`\tfrac12 \sqrt{g^T M(\mu)^{-1} g}` with
         :math:`g = \nabla_\mu \sum_i w_i E(c_i) / W`.
+    converged_ : bool
+        Whether the stopping test holds at the returned mean (with every Log map certified); otherwise it warns.
+    n_uncertified_ : int
+        ``"karcher"``: Log maps at the returned mean that the space's Log solver did not certify
+        (``space.metric.log_solver.last_result_.converged``); the mean is then not reported as converged.
+        ``"joint"`` solves no Log map: 0.
     n_features_in_ : int
 
     References
@@ -172,9 +189,11 @@ class FrechetMean(BaseEstimator):
             if start.shape != (dim,):
                 raise ValueError(f"init must have shape ({dim},), got {start.shape}")
         total = max_iter if method == "karcher" else None  # L-BFGS iterations of "joint" have no set count
+        self.n_uncertified_ = 0
         with tqdm(total=total, desc=f"Frechet mean ({method})", disable=not self.verbose) as bar:
             solve = self._fit_joint if method == "joint" else self._fit_karcher
             self.estimate_, self.n_iter_, self.grad_norm_, self.converged_, scale = solve(X, weights, start, max_iter, tol, bar)
+        _tangent.warn_uncertified("FrechetMean", self.n_uncertified_, len(X), "from the mean to the data")
         if not self.converged_:
             accuracy = f", estimated relative error {self.error_estimate_:.3g} (rtol={self.rtol:.3g})" if method == "joint" else ""
             warnings.warn(
@@ -187,31 +206,34 @@ class FrechetMean(BaseEstimator):
 
     def _fit_karcher(self, X, weights, mean, max_iter, tol, bar):
         def evaluate(point):
-            logs = _tangent.log(self.space, X, point, self.n_jobs)
+            logs, lengths, _, certified = _tangent.certified_log(self.space, X, point, self.n_jobs)
             metric = _tangent.metric_matrix(self.space, point)
             gradient = weights @ logs
-            value = 0.5 * float(weights @ _tangent.squared_norm(logs, metric))
+            value = 0.5 * float(weights @ lengths**2)
+            self.n_uncertified_ = int((~certified).sum())
             return value, gradient, float(np.sqrt(max(_tangent.squared_norm(gradient, metric), 0.0)))
 
         value, gradient, grad_norm = evaluate(mean)
         step, n_iter = 1.0, 0
         while n_iter < max_iter:
             scale = np.sqrt(2.0 * value)
-            if grad_norm <= tol * scale:
+            if grad_norm <= tol * scale and not self.n_uncertified_:
                 return mean, n_iter, grad_norm, True, scale
             if step < _MIN_KARCHER_STEP:
                 break
             n_iter += 1
             bar.update()
             candidate = _tangent.exp(self.space, (step * gradient)[None], mean)[0]
+            n_uncertified = self.n_uncertified_
             cand_value, cand_gradient, cand_norm = evaluate(candidate)
             if cand_value <= value - ARMIJO * step * grad_norm**2:
                 mean, value, gradient, grad_norm = candidate, cand_value, cand_gradient, cand_norm
                 step = min(1.0, 2.0 * step)
             else:
+                self.n_uncertified_ = n_uncertified  # of the mean kept
                 step *= 0.5
         scale = np.sqrt(2.0 * value)
-        return mean, n_iter, grad_norm, grad_norm <= tol * scale, scale
+        return mean, n_iter, grad_norm, grad_norm <= tol * scale and not self.n_uncertified_, scale
 
     def _fit_joint(self, X, weights, mean, max_iter, tol, bar):
         field, dim = self.space.field, X.shape[1]

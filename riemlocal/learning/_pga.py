@@ -8,7 +8,7 @@ from sklearn.utils.validation import check_array, check_is_fitted, validate_data
 from ..utils.validation import check_not_text, check_option, check_points
 
 from . import _tangent
-from ._frechet import FrechetMean
+from ._frechet import FrechetMean, given_mean
 
 __all__ = ["PrincipalGeodesicAnalysis"]
 
@@ -51,6 +51,9 @@ class PrincipalGeodesicAnalysis(TransformerMixin, BaseEstimator):
         Components kept; ``None`` keeps ``min(n_samples, dim)``.
     method : {"tangent", "exact"}, default="tangent"
         Tangent PCA at the mean (Fletcher et al. 2004) or exact PGA (Sommer et al. 2010).
+    mean : array-like of shape (dim,) or FrechetMean, default=None
+        A precomputed Fréchet mean of ``X`` (a point or a fitted
+        :class:`FrechetMean`), used instead of computing one; ``None`` computes it.
     max_iter, tol, n_jobs, verbose
         Passed to :class:`FrechetMean`; ``n_jobs`` also splits the Log and
         Exp batches of ``transform`` / ``inverse_transform``. Exact PGA also
@@ -74,7 +77,12 @@ class PrincipalGeodesicAnalysis(TransformerMixin, BaseEstimator):
     explained_variance_ratio_ : ndarray of shape (n_components,)
         :math:`\lambda_k / \sum_j \lambda_j` (over all ``dim`` eigenvalues).
     n_iter_ : int
-        Iterations of the Fréchet mean.
+        Iterations of the Fréchet mean (0 for a ``mean`` given as a point).
+    n_uncertified_ : int
+        Log maps from the mean to the data that the space's Log solver did not certify
+        (``space.metric.log_solver.last_result_.converged``; a warning says so). Each keeps its
+        direction and is scaled to the solver's distance, so the variances never exceed the total
+        :math:`\frac{1}{n-1}\sum_i d^2(\mu, x_i)`.
     n_features_in_ : int
 
     References
@@ -89,12 +97,15 @@ class PrincipalGeodesicAnalysis(TransformerMixin, BaseEstimator):
        metric learning", NIPS 2012, sec. 3.1.1.
     """
 
-    def __init__(self, space, n_components=None, *, method="tangent", max_iter=100, tol=1e-5, n_jobs=None, verbose=False):
+    def __init__(
+        self, space, n_components=None, *, method="tangent", max_iter=100, tol=1e-5, mean=None, n_jobs=None, verbose=False
+    ):
         self.space = space
         self.n_components = n_components
         self.method = method
         self.max_iter = max_iter
         self.tol = tol
+        self.mean = mean
         self.n_jobs = n_jobs
         self.verbose = verbose
 
@@ -121,11 +132,18 @@ class PrincipalGeodesicAnalysis(TransformerMixin, BaseEstimator):
             raise TypeError(f"n_components must be an int or None, got {self.n_components!r}")
         if not 1 <= n_components <= dim:
             raise ValueError(f"n_components must be in [1, {dim}], got {n_components}")
-        mean = FrechetMean(self.space, max_iter=self.max_iter, tol=self.tol, n_jobs=self.n_jobs, verbose=self.verbose)
-        mean.fit(X)
-        self.mean_, self.n_iter_ = mean.estimate_, mean.n_iter_
-        logs = _tangent.log(self.space, X, self.mean_, self.n_jobs)
+        given = given_mean(self.mean, dim)
+        if given is None:
+            mean = FrechetMean(self.space, max_iter=self.max_iter, tol=self.tol, n_jobs=self.n_jobs, verbose=self.verbose)
+            given = mean.fit(X).estimate_, mean.n_iter_
+        self.mean_, self.n_iter_ = given
+        logs, lengths, _, certified = _tangent.certified_log(self.space, X, self.mean_, self.n_jobs)
         self.metric_matrix_ = _tangent.metric_matrix(self.space, self.mean_)
+        # an uncertified Log keeps its direction and takes the solver's distance as its length
+        norms = np.sqrt(np.maximum(_tangent.squared_norm(logs, self.metric_matrix_), 0.0))
+        logs[~certified] *= (lengths / np.maximum(norms, np.finfo(float).tiny))[~certified, None]
+        self.n_uncertified_ = int((~certified).sum())
+        _tangent.warn_uncertified("PrincipalGeodesicAnalysis", self.n_uncertified_, n_samples, "from the mean to the data")
         factor = np.linalg.cholesky(self.metric_matrix_)
         whitened = logs @ factor
         eigvals, eigvecs = np.linalg.eigh(whitened.T @ whitened / (n_samples - 1))

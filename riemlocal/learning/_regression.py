@@ -1,6 +1,7 @@
 r"""Regression with manifold-valued responses (geodesic) or predictors (tangent space)."""
 
 import warnings
+from collections import namedtuple
 
 import numpy as np
 from sklearn.base import BaseEstimator, RegressorMixin, clone
@@ -12,14 +13,15 @@ from tqdm.auto import tqdm
 from ..utils.optimize import ARMIJO
 from ..utils.validation import check_int, check_n_jobs, check_not_text, check_option, check_positive, check_weights
 from . import _tangent
-from ._frechet import FrechetMean
+from ._frechet import given_mean
 from ._pga import PrincipalGeodesicAnalysis
 
 __all__ = ["GeodesicRegression", "TangentSpaceRegression"]
 
-_MIN_GAUSS_NEWTON_STEP = 2.0**-10
-# a rejected step predicting less than this relative decrease is below the accuracy of the Log residuals
-_RESOLUTION = 1e-8
+# a step predicting less than this relative decrease of the objective is below what it resolves
+_RESOLUTION = 1e-13
+_ROUND_OFF = 1e-10  # resolution of the Gauss-Newton decrement, relative to the spread of the data
+_Fit = namedtuple("_Fit", "base coef value residuals metrics noise n_uncertified")
 _DIFFERENCE_STEP = 1e-6  # central differences of Exp for spaces without exp_differential
 
 
@@ -38,11 +40,14 @@ class GeodesicRegression(BaseEstimator):
         F(p, V) = \sum_i w_i\, d^2\big(\hat y_i, y_i\big), \qquad
         \hat y_i = \mathrm{Exp}_p(V^T t_i), \quad V = [v_1, \dots, v_K]^T .
 
-    **Initialization**: ordinary least squares of
-    :math:`\mathrm{Log}_\mu(y_i) \approx a + V^T t_i` in the tangent space at
-    the Fréchet mean :math:`\mu`, then :math:`p = \mathrm{Exp}_\mu(a)`.
+    **Initialization**: the best, by :math:`F`, of a few cheap fits: least
+    squares of the coordinates :math:`y_i \approx a + V^T t_i` (the chart),
+    least squares of :math:`\mathrm{Log}_\mu(y_i) \approx a + V^T t_i` (then
+    :math:`p = \mathrm{Exp}_\mu(a)`) at the chart fit's base point and at a
+    given Fréchet mean :math:`\mu` (``mean``), and, for one covariate, the geodesics through the
+    samples of extreme and of quartile :math:`t`.
 
-    **Minimization**: damped Gauss--Newton. The residual
+    **Minimization**: Levenberg--Marquardt. The residual
     :math:`r_i = \mathrm{Log}_{\hat y_i}(y_i)` gives
     :math:`d^2(\hat y_i, y_i) = \|r_i\|^2_{M(\hat y_i)}` and the gradient
     :math:`\nabla_{\hat y_i} d^2 = -2 M(\hat y_i) r_i`, so with :math:`J_i` the
@@ -51,11 +56,17 @@ class GeodesicRegression(BaseEstimator):
 
     .. math::
         \nabla F = -2 \sum_i w_i J_i^T M(\hat y_i)\, r_i, \qquad
-        \min_\delta \sum_i w_i \| r_i - J_i \delta \|^2_{M(\hat y_i)}
+        \min_\delta \sum_i w_i \| r_i - J_i \delta \|^2_{M(\hat y_i)} + \lambda\, \delta^T D \delta
 
-    is the Gauss--Newton step, taken with an Armijo line search on the exact
-    :math:`F` (one batch of Exp and one of Log per evaluation), so :math:`F`
-    decreases monotonically.
+    is the damped Gauss--Newton step (:math:`D` the diagonal of the
+    Gauss--Newton matrix). A step is taken when the exact :math:`F` (one batch
+    of Exp and one of Log, from the solver's distances) decreases by at least
+    :math:`10^{-4}` of the decrease the linearization predicts; :math:`\lambda`
+    grows after a rejected step and shrinks after a good one. The fit is
+    ``converged_`` only when the stopping test below holds at the returned
+    point with every Log residual certified by the space's Log solver;
+    otherwise (iterations exhausted, or no step the objective resolves) it
+    warns with a ``ConvergenceWarning``.
 
     * ``method="exact"`` (default): :math:`J_i = [\partial_x \mathrm{Exp},\ t_{i1} \partial_v \mathrm{Exp}, \dots]`
       exactly, from the Jacobi fields of ``space.metric.exp_differential``
@@ -67,8 +78,9 @@ class GeodesicRegression(BaseEstimator):
       i.e. :math:`d\mathrm{Exp}` replaced by the identity of the chart (flat
       parallel transport and Jacobi fields). Exact for a constant metric; on a
       curved space the neglected terms are of order curvature
-      :math:`\times \|V^T t\|^2`, and the fit stops above the minimum (5% on
-      a strongly curved 2-D field, see the tests). Cheaper per iteration.
+      :math:`\times \|V^T t\|^2`, and the fit stops above the minimum (6% on
+      a strongly curved 2-D field, see the tests; several times the minimum on
+      sharper fields). Cheaper per iteration.
 
     Parameters
     ----------
@@ -77,10 +89,15 @@ class GeodesicRegression(BaseEstimator):
     method : {"exact", "flat"}, default="exact"
         Jacobian of the fitted points: exact (Jacobi fields) or the flat-chart approximation.
     max_iter : int, default=50
-        Gauss--Newton iterations.
+        Levenberg--Marquardt iterations (steps tried).
     tol : float, default=1e-6
-        Stop when the Gauss--Newton decrement :math:`\lambda^2 = g^T H^{-1} g`
-        is at most ``tol**2`` times :math:`F`.
+        Stop when the Gauss--Newton decrement :math:`\lambda = \sqrt{g^T H^{-1} g}`
+        is at most ``tol`` times :math:`\sqrt{F}` plus the estimated error of
+        the Log residuals, :math:`(\sum_i w_i \epsilon_i^2)^{1/2}` (which bounds its effect on :math:`\lambda`).
+    mean : array-like of shape (dim,) or FrechetMean, default=None
+        A precomputed Fréchet mean of ``Y`` (a point or a fitted :class:`FrechetMean`):
+        adds the least squares of the Logs at it to the starting fits. ``None``
+        computes no mean.
     n_jobs : int, default=None
         Workers (joblib) for the batches of Exp and Log maps.
     verbose : bool, default=False
@@ -96,6 +113,11 @@ class GeodesicRegression(BaseEstimator):
         :math:`F / \sum_i w_i`, the weighted mean squared geodesic residual (``space.metric.squared_dist`` at the fit).
     grad_norm_ : float
         :math:`\lambda / \sqrt{\sum_i w_i}` at the last iterate.
+    converged_ : bool
+        Whether the stopping test holds at the fit, with every residual certified.
+    n_uncertified_ : int
+        Log residuals at the fit that the space's Log solver did not certify
+        (``space.metric.log_solver.last_result_.converged``); with any, the fit warns and is not ``converged_``.
     n_iter_ : int
     n_features_in_ : int
         Number of covariates.
@@ -106,11 +128,12 @@ class GeodesicRegression(BaseEstimator):
        squares on Riemannian manifolds", IJCV 105(2), 2013.
     """
 
-    def __init__(self, space, *, method="exact", max_iter=50, tol=1e-6, n_jobs=None, verbose=False):
+    def __init__(self, space, *, method="exact", max_iter=50, tol=1e-6, mean=None, n_jobs=None, verbose=False):
         self.space = space
         self.method = method
         self.max_iter = max_iter
         self.tol = tol
+        self.mean = mean
         self.n_jobs = n_jobs
         self.verbose = verbose
 
@@ -134,57 +157,86 @@ class GeodesicRegression(BaseEstimator):
         if np.linalg.matrix_rank(design * np.sqrt(weights)[:, None]) < design.shape[1]:
             raise ValueError("t must have linearly independent columns and vary across samples (design is rank deficient)")
 
-        mean = FrechetMean(self.space, n_jobs=self.n_jobs).fit(Y, sample_weight=weights).estimate_
-        logs = _tangent.log(self.space, Y, mean, self.n_jobs)
-        root = np.sqrt(weights)[:, None]
-        beta = np.linalg.lstsq(design * root, logs * root, rcond=None)[0]
-        base = _tangent.exp(self.space, beta[:1], mean)[0]
-        coef = self._to_tangent(beta[1:], base)
-
-        def evaluate(base, coef):
-            fitted = _tangent.exp(self.space, t @ coef, base, self.n_jobs)
-            residuals = _tangent.log(self.space, Y, fitted, self.n_jobs)
-            metrics = _tangent.metric_matrix(self.space, fitted)
-            return float(weights @ _tangent.squared_norm(residuals, metrics)), residuals, metrics
-
-        value, residuals, metrics = evaluate(base, coef)
-        jacobians = self._jacobians(method, t, design, base, coef)
-        step, n_iter, converged = 1.0, 0, False
+        starts, spread = self._starts(t, Y, design, weights, given_mean(self.mean, dim))
+        fit = min((self._evaluate(t, Y, weights, base, coef) for base, coef in starts), key=lambda fit: fit.value)
+        jacobians = self._jacobians(method, t, design, fit.base, fit.coef)
+        round_off = _ROUND_OFF * spread  # what a zero-residual fit resolves
+        damping, n_iter, converged = 0.0, 0, False
         with tqdm(total=max_iter, desc="geodesic regression", disable=not self.verbose) as bar:
             while True:
-                delta, decrement = self._gauss_newton_step(weights, residuals, metrics, jacobians)
-                if decrement <= tol**2 * value:
-                    converged = True
-                    break
-                if step < _MIN_GAUSS_NEWTON_STEP or (step < 1.0 and decrement <= _RESOLUTION * value):
-                    # no descent along the Gauss-Newton direction: stationary to the accuracy of the
-                    # Log residuals (or, with "flat", of the linearization)
+                hessian, gradient = self._normal_equations(weights, fit, jacobians)
+                decrement = float(gradient @ np.linalg.lstsq(hessian, gradient, rcond=None)[0])
+                # the stopping test, to within the error of the Log residuals (their weighted norm bounds that of sqrt(decrement))
+                if not fit.n_uncertified and np.sqrt(max(decrement, 0.0)) <= tol * np.sqrt(fit.value) + fit.noise + round_off:
                     converged = True
                     break
                 if n_iter >= max_iter:
                     break
+                scaling = np.maximum(np.diag(hessian), 1e-12 * np.diag(hessian).max())
+                delta = np.linalg.lstsq(hessian + damping * np.diag(scaling), gradient, rcond=None)[0]
+                predicted = float(2.0 * gradient @ delta - delta @ hessian @ delta)  # decrease of the linearized F
+                if not predicted > _RESOLUTION * fit.value:
+                    break  # no step the objective resolves: stalled, not converged
                 n_iter += 1
                 bar.update()
-                new_base, new_coef = self._move(base, coef, step * delta)
-                new_value, new_residuals, new_metrics = evaluate(new_base, new_coef)
-                if new_value <= value - 2.0 * ARMIJO * step * decrement:
-                    base, coef, value, residuals, metrics = new_base, new_coef, new_value, new_residuals, new_metrics
-                    jacobians = self._jacobians(method, t, design, base, coef)
-                    step = min(1.0, 2.0 * step)
+                trial = self._evaluate(t, Y, weights, *self._move(fit.base, fit.coef, delta.reshape(-1, dim)))
+                ratio = (fit.value - trial.value) / predicted
+                if ratio > ARMIJO:
+                    fit = trial
+                    jacobians = self._jacobians(method, t, design, fit.base, fit.coef)
+                    damping *= max(1.0 / 3.0, 1.0 - (2.0 * min(ratio, 1.0) - 1.0) ** 3)  # Nielsen's update
+                    damping = damping if damping > 1e-8 else 0.0
                 else:
-                    step *= 0.5
-        fitted = _tangent.exp(self.space, t @ coef, base, self.n_jobs)
+                    damping = max(4.0 * damping, 1e-3)
+        fitted = _tangent.exp(self.space, t @ fit.coef, fit.base, self.n_jobs)
         value = float(weights @ _tangent.squared_dist(self.space, fitted, Y, self.n_jobs))
-        self.intercept_, self.coef_ = base, coef.T
+        self.intercept_, self.coef_ = fit.base, fit.coef.T
         self.objective_, self.grad_norm_, self.n_iter_ = value, float(np.sqrt(max(decrement, 0.0))), n_iter
+        self.converged_, self.n_uncertified_ = converged, fit.n_uncertified
+        _tangent.warn_uncertified("GeodesicRegression", self.n_uncertified_, len(Y), "residuals at the fit")
         if not converged:
             warnings.warn(
                 f"GeodesicRegression did not converge in {n_iter} iterations: Gauss-Newton decrement "
-                f"{self.grad_norm_:.3g} > tol * sqrt(objective) = {tol * np.sqrt(value):.3g}",
+                f"{self.grad_norm_:.3g} > tol * sqrt(objective) = {tol * np.sqrt(value):.3g}"
+                f" (+ {fit.noise:.3g} for the error of the Log residuals)",
                 ConvergenceWarning,
                 stacklevel=2,
             )
         return self
+
+    def _starts(self, t, Y, design, weights, mean):
+        """Cheap starting fits ``(base, coef)`` and the rms distance of ``Y`` from the first one's base point.
+
+        Chart least squares, least squares of the Logs at its base point and at ``mean``, two-point geodesics.
+        """
+        root = np.sqrt(weights)[:, None]
+        beta = np.linalg.lstsq(design * root, Y * root, rcond=None)[0]
+        chart = np.asarray(self.space.projection(beta[0]), dtype=float) if hasattr(self.space, "projection") else beta[0]
+        starts = [(chart, self._to_tangent(beta[1:], chart))]
+        for anchor in [chart] + ([] if mean is None else [mean[0]]):
+            logs, lengths, _, _ = _tangent.certified_log(self.space, Y, anchor, self.n_jobs)
+            beta = np.linalg.lstsq(design * root, logs * root, rcond=None)[0]
+            base = _tangent.exp(self.space, beta[:1], anchor)[0]
+            starts.append((base, self._to_tangent(beta[1:], base)))
+            spread = np.sqrt(weights @ lengths**2) if anchor is chart else spread
+        if t.shape[1] == 1:  # geodesics through the extreme and through the quartile samples
+            order = np.argsort(t[:, 0], kind="stable")
+            for low, high in ((order[0], order[-1]), (order[len(t) // 4], order[-1 - len(t) // 4])):
+                if t[high, 0] > t[low, 0]:
+                    velocity = _tangent.log(self.space, Y[high : high + 1], Y[low]) / (t[high, 0] - t[low, 0])
+                    base = _tangent.exp(self.space, -t[low, 0] * velocity, Y[low])[0]
+                    far = high if abs(t[high, 0]) >= abs(t[low, 0]) else low
+                    starts.append((base, _tangent.log(self.space, Y[far : far + 1], base) / t[far, 0]))
+        return starts, spread
+
+    def _evaluate(self, t, Y, weights, base, coef):
+        """The fit ``(base, coef)`` with its objective, residuals, metrics and the Log solver's word on them."""
+        fitted = _tangent.exp(self.space, t @ coef, base, self.n_jobs)
+        residuals, lengths, errors, certified = _tangent.certified_log(self.space, Y, fitted, self.n_jobs)
+        value = float(weights @ lengths**2)
+        noise = float(np.sqrt(weights @ np.where(certified, errors, 0.0) ** 2))
+        metrics = _tangent.metric_matrix(self.space, fitted)
+        return _Fit(base, coef, value if np.isfinite(value) else np.inf, residuals, metrics, noise, int((~certified).sum()))
 
     def _to_tangent(self, vectors, base_point):
         if hasattr(self.space, "to_tangent"):
@@ -218,13 +270,10 @@ class GeodesicRegression(BaseEstimator):
         return np.stack(columns, axis=-1)
 
     @staticmethod
-    def _gauss_newton_step(weights, residuals, metrics, jacobians):
-        """Solve the linearized weighted least squares; return the step (K+1, D) and the decrement."""
-        weighted = np.einsum("i,ide,iep->idp", weights, metrics, jacobians)  # w_i M_i J_i
-        hessian = np.einsum("idq,idp->qp", jacobians, weighted)
-        gradient = np.einsum("idp,id->p", weighted, residuals)
-        delta = np.linalg.lstsq(hessian, gradient, rcond=None)[0]
-        return delta.reshape(-1, residuals.shape[1]), float(gradient @ delta)
+    def _normal_equations(weights, fit, jacobians):
+        r"""Gauss--Newton matrix :math:`\sum_i w_i J_i^T M_i J_i` and :math:`\sum_i w_i J_i^T M_i r_i` of the linearized least squares."""
+        weighted = np.einsum("i,ide,iep->idp", weights, fit.metrics, jacobians)  # w_i M_i J_i
+        return np.einsum("idq,idp->qp", jacobians, weighted), np.einsum("idp,id->p", weighted, fit.residuals)
 
     def predict(self, t):
         r"""Points :math:`\mathrm{Exp}_p(V^T t)` for covariates ``t``."""
@@ -251,8 +300,9 @@ class TangentSpaceRegression(RegressorMixin, BaseEstimator):
         :class:`~sklearn.linear_model.LinearRegression`.
     n_components : int, default=None
         Principal geodesic coordinates kept; ``None`` keeps all.
-    max_iter, tol, n_jobs, verbose
-        Passed to :class:`PrincipalGeodesicAnalysis`.
+    max_iter, tol, mean, n_jobs, verbose
+        Passed to :class:`PrincipalGeodesicAnalysis` (``mean``: a precomputed Fréchet mean, a point or a fitted
+        :class:`FrechetMean`, used instead of computing one).
 
     Attributes
     ----------
@@ -262,12 +312,15 @@ class TangentSpaceRegression(RegressorMixin, BaseEstimator):
     n_features_in_ : int
     """
 
-    def __init__(self, space, estimator=None, n_components=None, *, max_iter=100, tol=1e-5, n_jobs=None, verbose=False):
+    def __init__(
+        self, space, estimator=None, n_components=None, *, max_iter=100, tol=1e-5, mean=None, n_jobs=None, verbose=False
+    ):
         self.space = space
         self.estimator = estimator
         self.n_components = n_components
         self.max_iter = max_iter
         self.tol = tol
+        self.mean = mean
         self.n_jobs = n_jobs
         self.verbose = verbose
 
@@ -278,7 +331,8 @@ class TangentSpaceRegression(RegressorMixin, BaseEstimator):
         )
         fit_params = {} if sample_weight is None else {"sample_weight": check_weights(sample_weight, len(X))}
         self.pga_ = PrincipalGeodesicAnalysis(
-            self.space, self.n_components, max_iter=self.max_iter, tol=self.tol, n_jobs=self.n_jobs, verbose=self.verbose
+            self.space, self.n_components, max_iter=self.max_iter, tol=self.tol, mean=self.mean, n_jobs=self.n_jobs,
+            verbose=self.verbose,
         )
         coordinates = self.pga_.fit_transform(X)
         self.mean_ = self.pga_.mean_

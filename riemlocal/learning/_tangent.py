@@ -8,13 +8,16 @@ alike. Batches are cut into ``effective_n_jobs(n_jobs)`` chunks and mapped with
 them to a ``dask.distributed`` cluster.
 """
 
+import warnings
+
 import numpy as np
 from joblib import effective_n_jobs
+from sklearn.exceptions import ConvergenceWarning
 
 from ..utils.parallel import parallel_map
 from ..utils.validation import check_n_jobs
 
-__all__ = ["point_dim", "log", "exp", "exp_differential", "exp_derivative", "metric_matrix", "squared_norm", "squared_dist"]
+__all__ = ["point_dim", "log", "certified_log", "warn_uncertified", "exp", "exp_differential", "exp_derivative", "metric_matrix", "squared_norm", "squared_dist"]
 
 
 def point_dim(space):
@@ -48,6 +51,52 @@ def log(space, points, base_point, n_jobs=None):
     if np.ndim(base_point) == 1:
         return _map(space.metric.log, [points], [base_point], n_jobs)
     return _map(space.metric.log, [points, base_point], [], n_jobs)
+
+
+def _log_with_status(space, points, base_point):
+    """Log maps and, per pair, the distance, the Log's absolute error estimate and whether the solver certified it."""
+    with warnings.catch_warnings():  # the solver's own: the caller counts the uncertified pairs and warns
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        logs = np.asarray(space.metric.log(points, base_point), dtype=float)
+    result = getattr(getattr(space.metric, "log_solver", None), "last_result_", None)
+    if result is not None and np.array_equal(result.initial_velocity, logs):  # this call's result
+        status = [result.length, result.log_error_estimate * result.length, result.converged]
+    else:  # a space whose Log has no error estimates (geomstats' closed forms)
+        norms = np.sqrt(np.maximum(squared_norm(logs, metric_matrix(space, base_point)), 0.0))
+        status = [norms, np.zeros(len(logs)), np.ones(len(logs))]
+    return np.column_stack([logs] + [np.asarray(part, dtype=float) for part in status])
+
+
+def certified_log(space, points, base_point, n_jobs=None):
+    r"""As :func:`log`, with the Log solver's word on every pair (``space.metric.log_solver.last_result_``).
+
+    Returns
+    -------
+    logs : ndarray of shape (n, D)
+    lengths : ndarray of shape (n,)
+        Geodesic distances as the solver measured them (the norm of the Log on spaces without a solver result).
+    errors : ndarray of shape (n,)
+        Estimated error of each Log vector in the norm :math:`M(b)` (0 without a solver result).
+    certified : ndarray of bool of shape (n,)
+        Whether the solver certified the pair (``last_result_.converged``; true without a solver result).
+    """
+    if np.ndim(base_point) == 1:
+        both = _map(lambda p, b: _log_with_status(space, p, b), [points], [base_point], n_jobs)
+    else:
+        both = _map(lambda p, b: _log_with_status(space, p, b), [points, base_point], [], n_jobs)
+    dim = both.shape[1] - 3
+    return both[:, :dim], both[:, dim], np.nan_to_num(both[:, dim + 1], nan=np.inf), both[:, dim + 2] > 0.5
+
+
+def warn_uncertified(estimator, n_uncertified, n_pairs, what):
+    """ConvergenceWarning from ``estimator`` when ``n_uncertified`` of its ``n_pairs`` Log maps were not certified."""
+    if n_uncertified:
+        warnings.warn(
+            f"{estimator}: {n_uncertified} of {n_pairs} Log maps ({what}) were not certified by the Log solver "
+            f"(n_uncertified_={n_uncertified}); results that depend on them are not exact",
+            ConvergenceWarning,
+            stacklevel=3,
+        )
 
 
 def exp(space, tangent_vecs, base_point, n_jobs=None):
