@@ -59,6 +59,11 @@ def smooth_path(tmp_path):
         (["taxonomy", "--dataset", "cifar"], "invalid choice: 'cifar'"),
         (["geodesic", "{estimator}", "--from", "1,3", "--to", "5,3"], "holds a LinearRegression, not a metric field"),
         (["bodyshape", "--quick", "--out", "{garbage}/sub"], "cannot create --out directory"),
+        (["geodesic", "{field}", "--from", "1e300,3", "--to", "5,3"], "cannot compute the distances between --from and --to"),
+        (["geodesic", "{field}", "--from", "1,3", "--to", "-5,1e200"], "cannot compute the distances between --from and --to"),
+        (["geodesic", "{field}", "--from", "1,3", "--to", "5,3", "--out", ""], "argument --out: expected a directory name"),
+        (["taxonomy", "--out", ""], "argument --out: expected a directory name"),
+        (["geodesic", "{field}", "--from", "--to", "5,3"], "argument --from: expected one argument"),
     ],
 )
 def test_user_errors_exit_2_with_a_message(argv, message, smooth_path, tmp_path, capsys):
@@ -97,6 +102,19 @@ def test_geodesic_command_orders_the_rules_and_writes_files(smooth_path, tmp_pat
     assert (out / "geodesic.png").stat().st_size > 10_000
     assert (out / "geodesic.md").read_text().strip() in printed
     assert f"| geodesic | {distances['geodesic']:.6g} |" in printed
+
+
+@pytest.mark.parametrize(
+    "points",
+    [["--from", "-1,3", "--to", "5,-3"], ["--from=-1,3", "--to=5,-3"], ["--to", "5,-3", "--no-progress", "--from", "-1.0,3"]],
+)
+def test_geodesic_takes_negative_first_coordinates(points, smooth_path, tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(sys, "argv", ["riemlocal", "geodesic", str(smooth_path), *points, "--out", str(tmp_path)])
+    assert main() == 0  # sys.argv, as the console script
+    numbers = json.loads((tmp_path / "geodesic.json").read_text())
+    assert numbers["point_a"] == [-1.0, 3.0] and numbers["point_b"] == [5.0, -3.0]
+    assert numbers["distances"]["geodesic"] < numbers["distances"]["line_length"]
+    assert "Distances from [-1.,  3.] to [ 5., -3.]" in capsys.readouterr().out
 
 
 def test_every_rule_is_the_mahalanobis_distance_on_a_constant_field(tmp_path, capsys):
@@ -158,6 +176,24 @@ def test_bodyshape_reads_your_own_csv(monkeypatch, tmp_path, capsys):
     (tmp_path / "bad.csv").write_text("coef_0,arm\n1.0,oops\n")
     code, output = _exit_code(["bodyshape", "--data", str(tmp_path / "bad.csv")], capsys)
     assert code == 2 and "cannot read --data" in output.err and "not a number" in output.err
+
+
+@pytest.mark.parametrize(
+    "columns, message",
+    [
+        (lambda c: [np.full(8, 1.5), c[:, 0], c[:, 2], c[:, 3]], "['coef_0'] hold the same value in every row"),
+        (lambda c: [c[:, 0], c[:, 1], c[:, 2], np.full(8, 70.0)], "['waist'] hold the same value in every row"),
+        (lambda c: [np.full(8, 1.5), np.full(8, 2.0), np.full(8, 3.0), np.full(8, 70.0)], "all 8 data rows are identical"),
+        (lambda c: [c[:, 0], 2.0 * c[:, 0], c[:, 2], c[:, 3]], "coefficient columns are linearly dependent (rank 1)"),
+    ],
+)
+def test_bodyshape_rejects_data_without_variation(columns, message, tmp_path, capsys, recwarn):
+    rng = np.random.default_rng(0)
+    _write_csv(tmp_path / "flat.csv", ["coef_0", "coef_1", "arm", "waist"], np.column_stack(columns(rng.normal(size=(8, 4)))))
+    code, output = _exit_code(["bodyshape", "--quick", "--data", str(tmp_path / "flat.csv"), "--no-progress"], capsys)
+    assert code == 2 and "cannot read --data" in output.err and message in output.err
+    assert "Traceback" not in output.err and "NaN" not in output.err
+    assert not [w for w in recwarn if issubclass(w.category, RuntimeWarning)]
 
 
 def test_real_data_commands_pass_the_data_set(monkeypatch, capsys):
