@@ -7,7 +7,9 @@ import numpy as np
 import pytest
 
 import riemlocal.io as rio
+from helpers import assert_figure_is_labelled
 from riemlocal.cli import main
+from riemlocal.experiments.geodesic import _figure
 from riemlocal.datasets import make_body_shapes
 from riemlocal.fields import ConstantField, NearestLocalField, SmoothLocalField
 
@@ -138,6 +140,28 @@ def test_piecewise_constant_field_skips_the_geodesic_rule(tmp_path, capsys):
     assert "geodesic" not in distances
     # the segment crosses the cell boundary x1 + x2 = c once; both line rules mix 2I and I
     assert 4.0 < distances["line_length"] < distances["line"] < 4.0 * np.sqrt(2.0)
+
+
+@pytest.mark.parametrize(
+    "field, curves, title",
+    [
+        (SmoothLocalField(*TWO_METRICS, rho=1.0), ["straight line", "geodesic"], "the straight line and the geodesic over"),
+        (NearestLocalField(*TWO_METRICS), ["straight line"], "(no geodesic: the field is not smooth)"),
+        (ConstantField(np.eye(13)), ["straight line", "geodesic"], None),
+    ],
+)
+def test_geodesic_figure_says_what_it_draws(field, curves, title):
+    t = np.linspace(0.0, 1.0, 11)[:, None]
+    figure = _figure(field, {label: k + t * np.arange(1.0, field.dim + 1) for k, label in enumerate(curves)})
+    assert_figure_is_labelled(figure)
+    panels = [ax for ax in figure.axes if ax.get_visible()]
+    assert len(panels) == field.dim - 1 if field.dim == 2 else len(panels) == field.dim
+    assert all(ax.get_xlabel() == ("$x_1$" if field.dim == 2 else "$t$") for ax in panels)
+    assert [line.get_label() for line in panels[0].get_lines()][: len(curves)] == curves
+    if title is not None:
+        assert title in panels[0].get_title() and "unit" not in panels[0].get_title()
+    else:
+        assert "coordinates along the straight line and the geodesic" in figure.get_suptitle()
 
 
 def _fake_experiment(command, monkeypatch):
