@@ -43,7 +43,9 @@ def _common(parser, experiment=True, out_default=None, out_help="write a markdow
 
 def _directory(text):
     if not text:
-        raise argparse.ArgumentTypeError("expected a directory name, got an empty string (write --out . for the current directory)")
+        raise argparse.ArgumentTypeError(
+            "expected a directory name, got an empty string (write --out . for the current directory)"
+        )
     return text
 
 

@@ -399,8 +399,9 @@ def plot_taxonomy(result, name):
         f"{name}: 3-NN recognition rate by how the local metrics are learned (panels),\n"
         "where they are placed (x axis) and when they are applied (colours)"
     )
+    legend_title = "when the local metric is applied; error bars and grey band: one std over batches"
     figure.legend(*axes[-1].get_legend_handles_labels(), loc="outside lower center", ncols=5, fontsize=8,
-                  title="when the local metric is applied; error bars and grey band: one std over batches", title_fontsize=8)
+                  title=legend_title, title_fontsize=8)
     return figure
 
 
