@@ -34,7 +34,7 @@ extensions = [
 exclude_patterns = ["_build", "auto_tutorials/*.ipynb", "auto_tutorials/*.py", "auto_tutorials/*.zip"]
 templates_path = []
 html_theme = "alabaster"
-html_static_path = []
+html_static_path = ["_static"]  # alabaster links _static/custom.css itself: code blocks wrap long lines
 
 # scikit-learn adds set_*_request methods to every estimator class; they are not riemlocal's API.
 _SKLEARN_MEMBERS = [f"set_{method}_request" for method in ("fit", "score", "transform", "predict", "partial_fit")]

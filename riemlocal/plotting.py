@@ -184,7 +184,8 @@ def plot_coordinates(curves, figure=None):
     curves : dict
         ``{label: array of shape (n_points, dim)}``, all of the same ``dim``.
     figure : matplotlib Figure, default=None
-        Figure to fill with one panel per coordinate (at most 4 columns);
+        Figure to fill with one panel per coordinate (at most 4 columns) and
+        a legend below them (room for it needs ``layout="constrained"``);
         ``None`` makes a new pyplot figure.
 
     Returns
@@ -200,13 +201,13 @@ def plot_coordinates(curves, figure=None):
     if figure is None:
         import matplotlib.pyplot as plt
 
-        figure = plt.figure(figsize=(3 * n_cols, 2.4 * n_rows))
-    axes = figure.subplots(n_rows, n_cols, squeeze=False, sharex=True).ravel()
+        figure = plt.figure(figsize=(3 * n_cols, 2.4 * n_rows + 0.4), layout="constrained")
+    axes = figure.subplots(n_rows, n_cols, squeeze=False).ravel()
     for k in range(dim):
         for label, curve in curves.items():
             axes[k].plot(np.linspace(0.0, 1.0, len(curve)), curve[:, k], label=label)
-        axes[k].set_title(f"$x_{{{k + 1}}}$")
+        axes[k].set(title=f"coordinate {k + 1}", xlabel="$t$", ylabel=f"$x_{{{k + 1}}}(t)$")
     for ax in axes[dim:]:
         ax.set_visible(False)
-    axes[0].legend()
+    figure.legend(*axes[0].get_legend_handles_labels(), loc="outside lower center", ncols=len(curves))
     return axes[:dim]

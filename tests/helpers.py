@@ -54,3 +54,19 @@ def random_field_3d():
         q, _ = np.linalg.qr(rng.normal(size=(3, 3)))
         metrics.append((q * np.exp(rng.uniform(0, np.log(20), 3))) @ q.T)
     return SmoothLocalField(rng.normal(size=(4, 3)), np.array(metrics), rho=0.5)
+
+
+def assert_figure_is_labelled(figure):
+    """Every panel of ``figure`` has a title and axis labels, and no legend overlaps a panel."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    renderer = FigureCanvasAgg(figure).get_renderer()
+    figure.draw(renderer)
+    panels = [ax for ax in figure.axes if ax.get_visible() and ax.get_label() != "<colorbar>"]
+    assert panels
+    for ax in panels:
+        assert ax.get_title() and ax.get_xlabel() and ax.get_ylabel(), ax
+    legends = [*figure.legends, *(ax.get_legend() for ax in panels if ax.get_legend() is not None)]
+    for legend in legends:
+        box = legend.get_window_extent(renderer)
+        assert not any(box.overlaps(ax.get_window_extent(renderer)) for ax in panels), legend

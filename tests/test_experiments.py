@@ -6,7 +6,8 @@ import pytest
 from numpy.testing import assert_allclose
 from sklearn.utils import Bunch
 
-from riemlocal.experiments.bodyshape import plot_embeddings, plot_errors, run_bodyshape
+from helpers import assert_figure_is_labelled
+from riemlocal.experiments.bodyshape import plot_embeddings, plot_errors, plot_principal_geodesics, run_bodyshape
 from riemlocal.experiments.taxonomy import CELLS, PAPER_MNIST, WHEN, WHERE, deskew, plot_taxonomy, render_taxonomy
 
 
@@ -75,7 +76,7 @@ def test_figures_leave_the_backend_alone_and_label_everything():
     (ax,) = figure.axes
     assert ax.get_ylabel() == "recognition rate (%)" and ax.get_xlabel() == "where the metrics are placed"
     labels = ax.get_legend_handles_labels()[1]
-    assert labels == ["Euclidean 3-NN", *WHEN]
+    assert labels == ["Euclidean 3-NN", *WHEN, "Ramanan & Baker (paper)"]
     assert [tick.get_text() for tick in ax.get_xticklabels()] == list(WHERE)
     rng = np.random.default_rng(1)
     dims = [1, 2]
@@ -94,3 +95,44 @@ def test_figures_leave_the_backend_alone_and_label_everything():
     embeddings = plot_embeddings(result)
     assert len(embeddings.axes) == 3 and embeddings.axes[-1].get_ylabel() == "weight (kg)"  # the colour bar
     assert matplotlib.get_backend() == backend
+
+
+def _bodyshape_result():
+    rng = np.random.default_rng(1)
+    entry = {"dims": [1, 2], "mae": {"euclidean": [2, 1], "riemannian": [1, 1]}}
+    entry["mae_cross_validated"] = entry["mae"]
+    entry["along_first_direction"] = {"t": [-1.0, 0.0, 1.0], "euclidean": rng.normal(size=(3, 2)).tolist(),
+                                      "riemannian": rng.normal(size=(3, 2)).tolist()}
+    return {
+        "measurements": {"weight": entry, "height": entry},
+        "measurement_names": ["weight", "height"],
+        "measurement_std": [10.0, 8.0],
+        "units": {"weight": "kg", "height": "cm"},
+        "settings": {"n_folds": 3},
+        "arrays": {name: {"measurement": rng.normal(size=9), "euclidean": rng.normal(size=(9, 2)),
+                          "riemannian": rng.normal(size=(9, 2))} for name in ("weight", "height")},
+    }
+
+
+@pytest.mark.parametrize("plot", [plot_errors, plot_embeddings, plot_principal_geodesics])
+def test_bodyshape_figures_say_what_they_draw(plot):
+    figure = plot(_bodyshape_result())
+    assert_figure_is_labelled(figure)
+    titles = [ax.get_title() for ax in figure.axes if ax.get_label() != "<colorbar>"]
+    assert any("weight" in title for title in titles) and any("height" in title for title in titles)
+
+
+def test_taxonomy_figure_explains_hybrid_and_shows_the_paper():
+    result = _taxonomy_result()
+    result["hows"] = ["LDA", "Hybrid"]
+    for key, cell in list(result["cells"].items()):
+        if key.startswith("mnist/LDA/"):
+            result["cells"][key.replace("/LDA/", "/Hybrid/")] = cell
+    result["paper"]["mnist"]["Hybrid"] = {"/".join(cell): rate for cell, rate in PAPER_MNIST["Hybrid"].items()}
+    figure = plot_taxonomy(result, "mnist")
+    assert_figure_is_labelled(figure)
+    assert figure.axes[1].get_title() == "Hybrid: LMNN global metric, LDA local metrics"
+    for ax, how in zip(figure.axes, ("LDA", "Hybrid")):
+        (paper,) = [c for c in ax.containers if c.get_label() == "Ramanan & Baker (paper)"]
+        assert sorted(paper.lines[0].get_ydata()) == sorted(mean for mean, _ in PAPER_MNIST[how].values())
+    assert "Hybrid (LMNN global metric, LDA local metrics)" in render_taxonomy(result)

@@ -215,11 +215,11 @@ def plot_errors(result):
             ax.plot(entry["dims"], entry[key]["euclidean"], "o" + style, color="C0", label=f"Euclidean PCA ({protocol})")
             ax.plot(entry["dims"], entry[key]["riemannian"], "s" + style, color="C1", label=f"learned metric PGA ({protocol})")
         ax.set(
-            title=name,
+            title=f"regression of {name}",
             xlabel="number of principal geodesics",
             ylabel=f"mean absolute error ({units.get(name, 'mm')})",
         )
-        ax.legend(fontsize=7)
+    figure.legend(*axes[0][0].get_legend_handles_labels(), loc="outside lower center", ncols=2, fontsize=8)
     return figure
 
 
@@ -234,8 +234,9 @@ def plot_embeddings(result):
         for ax, key, label in zip(row, ("euclidean", "riemannian"), ("principal component", "principal geodesic")):
             points = ax.scatter(*arrays[key].T, c=arrays["measurement"], cmap="viridis", s=6)
             unit = "(data units)" if key == "euclidean" else "(whitened units)"
-            ax.set(title=f"{name}: {'Euclidean PCA' if key == 'euclidean' else 'PGA, learned metric'}",
-                   xlabel=f"1st {label} {unit}", ylabel=f"2nd {label} {unit}")
+            title = "bodies by Euclidean PCA" if key == "euclidean" else f"bodies by PGA, metric from {name} clusters"
+            ax.set(xlabel=f"1st {label} {unit}", ylabel=f"2nd {label} {unit}")
+            ax.set_title(title, fontsize=10)
         figure.colorbar(points, ax=row, label=f"{name} ({units.get(name, 'mm')})")
     return figure
 
@@ -254,10 +255,11 @@ def plot_principal_geodesics(result):
             for j, label in enumerate(measurement_names):
                 ax.plot(along["t"], values[:, j], style, color=f"C{j}", label=f"{label} ({'PCA' if key == 'euclidean' else 'PGA'})")
         ax.set(
-            title=f"clusters by {name}",
+            title=f"metric from {name} clusters",
             xlabel="position along the 1st principal direction (std. dev.)",
             ylabel="change of measurement (std. dev.)",
         )
+    figure.suptitle("measurements predicted along the 1st principal geodesic (PGA, solid) and component (PCA, dashed)")
     axes[0][-1].legend(fontsize=7, loc="center left", bbox_to_anchor=(1.0, 0.5))
     return figure
 

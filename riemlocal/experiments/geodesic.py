@@ -36,11 +36,14 @@ def _markdown(point_a, point_b, rows):
     return "\n".join(lines)
 
 
-def _figure(field, curves, path):
+def _figure(field, curves):
+    """The 2-D plot over the metric ellipses, or the coordinates along the curves in higher dimensions."""
     from matplotlib.figure import Figure
+    from matplotlib.patches import Ellipse
 
+    drawn = " and the ".join(curves)  # the straight line, and the geodesic of a smooth field
     if field.dim == 2:
-        fig = Figure(figsize=(6, 6))
+        fig = Figure(figsize=(6, 6.8), layout="constrained")
         ax = fig.add_subplot()
         nodes = np.concatenate(list(curves.values()))
         middle = 0.5 * (nodes.min(axis=0) + nodes.max(axis=0))
@@ -48,13 +51,19 @@ def _figure(field, curves, path):
         bounds = (middle[0] - half, middle[0] + half, middle[1] - half, middle[1] + half)
         plot_metric_ellipses(field, bounds, n_grid=12, ax=ax, alpha=0.6)
         plot_curves(curves, ax=ax)
-        ax.set_title("unit metric ellipses, straight line and geodesic")
+        handles, labels = ax.get_legend_handles_labels()
+        handles.append(Ellipse((0, 0), 1, 0.6, facecolor="none", edgecolor="tab:blue", alpha=0.6))
+        labels.append(r"metric ellipses $v^T M(x)\, v = s^2$, one $s$ fitted to the grid")
+        ax.legend(handles, labels, loc="upper center", bbox_to_anchor=(0.5, -0.09), ncols=2, fontsize=9)  # below the axes
+        title = f"the {drawn} over the scaled metric ellipses"
+        if not field.is_smooth:
+            title += "\n(no geodesic: the field is not smooth)"
+        ax.set(xlabel="$x_1$", ylabel="$x_2$", title=title)
     else:
-        fig = Figure(figsize=(12, 2.4 * -(-field.dim // 4)))
+        fig = Figure(figsize=(12, 2.4 * -(-field.dim // 4) + 0.6), layout="constrained")
         plot_coordinates(curves, figure=fig)
-        fig.suptitle("coordinates along the straight line and the geodesic")
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
+        fig.suptitle(f"coordinates along the {drawn}, from the first point ($t = 0$) to the second ($t = 1$)")
+    return fig
 
 
 def run_geodesic(field, point_a, point_b, out=".", n_points=101, n_jobs=None, verbose=False):
@@ -106,6 +115,6 @@ def run_geodesic(field, point_a, point_b, out=".", n_points=101, n_jobs=None, ve
         numbers = {"point_a": point_a.tolist(), "point_b": point_b.tolist(), "field": repr(field)}
         numbers.update({key: result[key] for key in ("distances", "seconds")})
         (out / "geodesic.json").write_text(json.dumps(numbers, indent=2) + "\n")
-        _figure(field, curves, out / "geodesic.png")
+        _figure(field, curves).savefig(out / "geodesic.png", dpi=120)
         result["files"] = [str(out / name) for name in ("geodesic.md", "geodesic.json", "geodesic.png")]
     return result

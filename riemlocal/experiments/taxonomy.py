@@ -73,6 +73,12 @@ DATASETS = ("digits-wine", "mnist")
 WHERE = ("Global", "Class", "Train", "Test", "Line")
 WHEN = ("offline", "online", "interp")
 HOWS = ("LDA", "LMNN", "Hybrid")
+#: what each *how* learns (see ``_learners``): the global metric picks the shortlist and places the local ones
+HOW_DESCRIPTIONS = {
+    "LDA": "LDA global and local metrics",
+    "LMNN": "LMNN global and local metrics",
+    "Hybrid": "LMNN global metric, LDA local metrics",
+}
 #: (where, when) -> LocalMetricKNN settings; the paper's defined cells
 CELLS = {
     ("Global", "offline"): dict(where="global", rule="test"),
@@ -353,13 +359,19 @@ def _paper_comparison(cells, name, how, paper):
 
 
 def plot_taxonomy(result, name):
-    """Recognition rate by where x when, one panel per how, error bars one std over batches; Euclidean baseline line."""
+    """Recognition rate by where x when, one panel per how, error bars one std over batches; Euclidean baseline line.
+
+    Ramanan & Baker's rates (mean +- std) are drawn as diamonds beside the bars when ``result["paper"]`` has them.
+    """
     cells, hows = result["cells"], result["hows"]
-    figure = Figure(figsize=(4.2 * len(hows), 3.8), layout="constrained")  # outside pyplot: the backend is left alone
+    figure = Figure(figsize=(4.2 * len(hows), 4.6), layout="constrained")  # outside pyplot: the backend is left alone
     axes = figure.subplots(1, len(hows), squeeze=False, sharey=True)[0]
     base = cells[f"{name}/Euclidean/3-NN"]
     width = 0.8 / len(WHEN)
+    rates = [c["accuracy"] for k, c in cells.items() if k.startswith(f"{name}/") and c["accuracy"] is not None]
     for ax, how in zip(axes, hows):
+        paper = result.get("paper", {}).get(name, {}).get(how, {})
+        paper_x, paper_rate, paper_error = [], [], []
         for j, when in enumerate(WHEN):
             x, rate, error = [], [], []
             for i, where in enumerate(WHERE):
@@ -368,14 +380,28 @@ def plot_taxonomy(result, name):
                     x.append(i + (j - 1) * width)
                     rate.append(cell["accuracy"])
                     error.append(cell["accuracy_std"])
+                if f"{where}/{when}" in paper:
+                    paper_x.append(i + (j - 1) * width + 0.25 * width)
+                    paper_rate.append(paper[f"{where}/{when}"][0])
+                    paper_error.append(paper[f"{where}/{when}"][1])
             ax.bar(x, rate, width, yerr=error, capsize=3, color=f"C{j}", label=when)
+        if paper:
+            ax.errorbar(paper_x, paper_rate, yerr=paper_error, fmt="D", ms=5, mfc="white", mec="k", ecolor="0.3",
+                        label="Ramanan & Baker (paper)")
+            rates = rates + paper_rate
         ax.axhline(base["accuracy"], color="k", linestyle="--", linewidth=1, label="Euclidean 3-NN")
         ax.axhspan(base["accuracy"] - base["accuracy_std"], base["accuracy"] + base["accuracy_std"], color="k", alpha=0.08)
         ax.set_xticks(range(len(WHERE)), WHERE)
-        ax.set(title=f"{name}: {how}", xlabel="where the metrics are placed", ylabel="recognition rate (%)")
-        rates = [c["accuracy"] for k, c in cells.items() if k.startswith(f"{name}/") and c["accuracy"] is not None]
-        ax.set_ylim(max(0.0, min(rates) - 5.0), min(100.0, max(rates) + 3.0))
-    axes[-1].legend(title="when", fontsize=8, loc="lower right")
+        ax.set(xlabel="where the metrics are placed", ylabel="recognition rate (%)")
+        ax.set_title(f"{how}: {HOW_DESCRIPTIONS[how]}", fontsize=10)
+    axes[0].set_ylim(max(0.0, min(rates) - 5.0), min(100.0, max(rates) + 3.0))
+    figure.suptitle(
+        f"{name}: 3-NN recognition rate by how the local metrics are learned (panels),\n"
+        "where they are placed (x axis) and when they are applied (colours)"
+    )
+    legend_title = "when the local metric is applied; error bars and grey band: one std over batches"
+    figure.legend(*axes[-1].get_legend_handles_labels(), loc="outside lower center", ncols=5, fontsize=8,
+                  title=legend_title, title_fontsize=8)
     return figure
 
 
@@ -390,7 +416,8 @@ def render_taxonomy(result):
         for how in result["hows"]:
             glob = cells[f"{name}/{how}/global fit"]
             lines.append(
-                f"## {name} ({sizes['n_train']} train / {sizes['n_test']} test, {sizes['preprocessing']}), {how}; "
+                f"## {name} ({sizes['n_train']} train / {sizes['n_test']} test, {sizes['preprocessing']}), {how} "
+                f"({HOW_DESCRIPTIONS[how]}); "
                 f"global metric fit {glob['time']:.2f} s\n"
             )
             lines.append("| when \\ where | " + " | ".join(WHERE) + " |")

@@ -52,7 +52,9 @@ class LocalMetrics(BaseEstimator):
       classes). A learner with a ``per_class`` parameter (LMNN) instead
       learns all :math:`M_j` jointly (eq. 8); they are then comparable and
       not trace-normalized. Field centers are the training points, each
-      carrying its class metric, so the ``"train"`` rule gives eq. 7.
+      carrying its class metric, so the ``"train"`` rule gives eq. 7: the
+      fields have one center per training point (150 on iris), not one per
+      class; the per-class metrics are ``class_metrics_``.
     * ``"exemplar"`` -- one metric per training point from its
       ``n_local`` nearest neighbours, all learned *offline* (eq. 9--10;
       Ramanan & Baker's "small DB only" cell). The *online* per-exemplar
@@ -79,6 +81,10 @@ class LocalMetrics(BaseEstimator):
         Local learner with ``fit(X, y, sample_weight)`` and ``metric_``;
         cloned per fit. ``None`` means :class:`~riemlocal.learners.LDAMetric`.
     where : {"global", "class", "exemplar", "reference"}, default="class"
+        Where the local metrics live. ``"class"`` and ``"exemplar"`` put a
+        field center at every training point (with ``"class"``, each
+        carries the metric of its class); ``"reference"`` only at the
+        ``n_references`` reference points.
     global_learner : estimator, default=None
         Learner of :math:`M_G`; ``None`` uses ``learner``.
     n_local : int or "auto", default="auto"
