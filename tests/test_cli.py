@@ -181,8 +181,16 @@ def test_experiment_commands_pass_the_common_options(command, monkeypatch, tmp_p
     argv = [command, "--quick", "--seed", "3", "--n-jobs", "2", "--no-progress", "--out", str(tmp_path / "res")]
     assert main(argv) == 0
     expected = {"quick": True, "seed": 3, "n_jobs": 2, "verbose": False, "out": str(tmp_path / "res")}
-    assert calls == [expected if command == "bodyshape" else {**expected, "dataset": "digits-wine"}]
+    assert calls == [{**expected, "thorough": False} if command == "bodyshape" else {**expected, "dataset": "digits-wine"}]
     assert (tmp_path / "res").is_dir() and "| a | b |" in capsys.readouterr().out
+
+
+def test_bodyshape_thorough_is_the_ten_fold_protocol(monkeypatch, capsys):
+    calls = _fake_experiment("bodyshape", monkeypatch)
+    assert main(["bodyshape", "--thorough", "--no-progress"]) == 0
+    assert calls[0]["thorough"] is True and calls[0]["quick"] is False
+    code, output = _exit_code(["bodyshape", "--thorough", "--quick"], capsys)
+    assert code == 2 and "--quick and --thorough exclude each other" in output.err
 
 
 def test_bodyshape_reads_your_own_csv(monkeypatch, tmp_path, capsys):

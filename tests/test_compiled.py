@@ -197,3 +197,13 @@ def test_compiled_kernels_cache_outside_the_package(tmp_path, monkeypatch):
         return 3.0 * a
 
     assert compiled.cached_njit(thrice)(np.arange(3.0))[2] == 6.0  # compiled, not cached
+
+
+def test_pair_squared_distances_equal_numpy():
+    from riemlocal.utils.arrays import pair_squared_distances
+
+    rng = np.random.default_rng(7)
+    points, first, second = rng.normal(size=(30, 35)), rng.integers(0, 30, 500), rng.integers(0, 30, 500)
+    expected = np.einsum("pd,pd->p", points[first] - points[second], points[first] - points[second])
+    np.testing.assert_allclose(pair_squared_distances(points, first, second), expected, rtol=1e-13)
+    assert pair_squared_distances(points, first[:0], second[:0]).shape == (0,)

@@ -7,6 +7,7 @@ from numpy.testing import assert_allclose
 from sklearn.utils import Bunch
 
 from helpers import assert_figure_is_labelled
+from riemlocal.datasets import make_body_shapes
 from riemlocal.experiments.bodyshape import plot_embeddings, plot_errors, plot_principal_geodesics, run_bodyshape
 from riemlocal.experiments.taxonomy import CELLS, PAPER_MNIST, WHEN, WHERE, deskew, plot_taxonomy, render_taxonomy
 
@@ -45,6 +46,21 @@ def test_leakage_free_protocol_does_not_see_the_target():
     assert min(entry["mae_cross_validated"]["euclidean"]) > 0.75
     assert result["settings"]["max_dim"] == 4 and "noise in a.u." in result["markdown"]
     assert "Leakage-free: 3-fold" in result["markdown"] and "Paper's protocol" in result["markdown"]
+
+
+def test_bodyshape_folds_in_parallel_equal_the_sequential_run_and_report_progress(capsys):
+    """Folds run through joblib (``n_jobs``) give the same errors; one bar counts every fit (1 + n_folds per measurement)."""
+    full = make_body_shapes(n_samples=80, random_state=1)
+    data = Bunch(data=full.data[:, :6], target=full.target, measurement_names=full.measurement_names)
+    options = dict(data=data, measurements=["shoulder_breadth", "waist"], n_clusters=2, n_folds=3, max_dim=3)
+    sequential = run_bodyshape(verbose=True, **options)
+    progress = capsys.readouterr().err
+    assert "8/8" in progress and "waist, fold 3/3 (leakage-free)" in progress
+    parallel = run_bodyshape(verbose=False, n_jobs=2, **options)
+    for name in options["measurements"]:
+        assert_allclose(parallel["measurements"][name]["mae_cross_validated"]["riemannian"],
+                        sequential["measurements"][name]["mae_cross_validated"]["riemannian"], rtol=1e-12)
+    assert run_bodyshape(verbose=False, thorough=True, **{**options, "n_folds": None})["settings"]["n_folds"] == 10
 
 
 def _taxonomy_result():

@@ -41,12 +41,14 @@ from pathlib import Path
 import numpy as np
 from matplotlib.figure import Figure
 from sklearn.model_selection import KFold
+from tqdm.auto import tqdm
 
 from ..datasets import make_body_shapes
 from ..fields import SmoothLocalField
 from ..learners import LMNNMetric, condition_metric
 from ..learning import PrincipalGeodesicAnalysis
 from ..manifold import LearnedMetricManifold
+from ..utils.parallel import parallel_imap
 
 __all__ = [
     "run_bodyshape",
@@ -83,15 +85,14 @@ def _whiten(X):
     return mean, vt.T / singular * np.sqrt(len(X) - 1)
 
 
-def _learned_pga(whitened, measurement, n_clusters, rho, max_dim, n_jobs, verbose, seed):
-    """Steps 2-5: equal-sized clusters by ``measurement``, LMNN per cluster, smooth field, PGA."""
+def _learned_pga(whitened, measurement, n_clusters, rho, max_dim, seed):
+    """Steps 2-4: equal-sized clusters by ``measurement``, LMNN per cluster, smooth field; an unfitted PGA on it."""
     labels = equal_size_clusters(measurement, n_clusters)
     lmnn = LMNNMetric(per_class=True, random_state=seed).fit(whitened, labels)
     metrics = np.array([condition_metric(metric, normalize=False) for metric in lmnn.metrics_])
     centers = np.array([whitened[labels == k].mean(axis=0) for k in range(n_clusters)])
-    space = LearnedMetricManifold(SmoothLocalField(centers, metrics, rho=rho), n_jobs=n_jobs)
-    pga = PrincipalGeodesicAnalysis(space, n_components=max_dim, verbose=verbose)  # the manifold splits the Logs
-    return pga, lmnn, labels
+    space = LearnedMetricManifold(SmoothLocalField(centers, metrics, rho=rho))
+    return PrincipalGeodesicAnalysis(space, n_components=max_dim), lmnn, labels
 
 
 def _linear_errors(train_features, train_target, test_features, test_target):
@@ -101,52 +102,52 @@ def _linear_errors(train_features, train_target, test_features, test_target):
     return np.abs(test_target - np.hstack([np.ones((len(test_features), 1)), test_features]) @ coef)
 
 
-def _cross_validated(X, measurement, n_clusters, rho, max_dim, n_folds, n_jobs, seed):
-    """Leakage-free protocol: K-fold errors with whitening, clusters, metrics, PGA and PCA from the training fold only."""
-    dims = range(1, max_dim + 1)
-    errors = {"euclidean": np.zeros((max_dim, len(X))), "riemannian": np.zeros((max_dim, len(X)))}
-    for train, test in KFold(n_folds, shuffle=True, random_state=seed).split(X):
-        mean, whitening = _whiten(X[train])
-        pga, _, _ = _learned_pga((X[train] - mean) @ whitening, measurement[train], n_clusters, rho, max_dim, n_jobs, False, seed)
-        riemannian = (pga.fit_transform((X[train] - mean) @ whitening), pga.transform((X[test] - mean) @ whitening))
-        vt = np.linalg.svd(X[train] - mean, full_matrices=False)[2][:max_dim]
-        euclidean = ((X[train] - mean) @ vt.T, (X[test] - mean) @ vt.T)
-        for key, (train_features, test_features) in (("euclidean", euclidean), ("riemannian", riemannian)):
-            for d in dims:
-                errors[key][d - 1, test] = _linear_errors(
-                    train_features[:, :d], measurement[train], test_features[:, :d], measurement[test]
-                )
-    return {key: value.mean(axis=1).tolist() for key, value in errors.items()}
+def _fit(X, measurement, fold, n_clusters, rho, max_dim, seed):
+    """Steps 1-5 on all bodies (``fold=None``, the paper's protocol) or on the training part of ``fold = (train, test)``.
 
-
-def _analyse(data, measurement, n_clusters, rho, max_dim, n_folds, n_jobs, verbose, seed):
+    All bodies: a dict of the fitted PGA, LMNN iterations, cluster labels, whitening, PGA
+    coordinates and seconds. A fold: the absolute test errors, shape ``(2, max_dim, len(test))``
+    (Euclidean PCA, then learned PGA, with d = 1..max_dim components), and seconds.
+    """
     start = time.perf_counter()
-    timings = {}
-    mean, whitening = _whiten(data.data)
-    whitened = (data.data - mean) @ whitening
-    pga, lmnn, labels = _learned_pga(whitened, measurement, n_clusters, rho, max_dim, n_jobs, verbose, seed)
+    train, test = (slice(None), None) if fold is None else fold
+    mean, whitening = _whiten(X[train])
+    whitened = (X[train] - mean) @ whitening
+    pga, lmnn, labels = _learned_pga(whitened, measurement[train], n_clusters, rho, max_dim, seed)
     riemannian = pga.fit_transform(whitened)
-    timings["lmnn_and_pga"] = time.perf_counter() - start
+    if fold is None:
+        fitted = {"pga": pga, "lmnn_iterations": lmnn.n_iter_, "labels": labels, "mean": mean, "whitening": whitening}
+        return {**fitted, "riemannian": riemannian, "seconds": time.perf_counter() - start}
+    riemannian = (riemannian, pga.transform((X[test] - mean) @ whitening))
+    vt = np.linalg.svd(X[train] - mean, full_matrices=False)[2][:max_dim]
+    euclidean = ((X[train] - mean) @ vt.T, (X[test] - mean) @ vt.T)
+    errors = [
+        [_linear_errors(fit[:, :d], measurement[train], held_out[:, :d], measurement[test]) for d in range(1, max_dim + 1)]
+        for fit, held_out in (euclidean, riemannian)
+    ]
+    return np.array(errors), time.perf_counter() - start
 
-    centered = data.data - mean
-    _, singular, vt = np.linalg.svd(centered, full_matrices=False)
-    euclidean = centered @ vt[:max_dim].T
+
+def _summary(data, measurement, full, folds, fold_results, max_dim):
+    """Numbers of one measurement from its fit on all bodies (``full``) and its folds' errors."""
     dims = list(range(1, max_dim + 1))
+    centered = data.data - full["mean"]
+    _, singular, vt = np.linalg.svd(centered, full_matrices=False)
+    euclidean, riemannian = centered @ vt[:max_dim].T, full["riemannian"]
     errors = {
         "euclidean": [float(loo_absolute_errors(euclidean[:, :d], measurement).mean()) for d in dims],
         "riemannian": [float(loo_absolute_errors(riemannian[:, :d], measurement).mean()) for d in dims],
     }
-    full = float(loo_absolute_errors(data.data, measurement).mean())
-    start = time.perf_counter()
-    cross_validated = _cross_validated(data.data, measurement, n_clusters, rho, max_dim, n_folds, n_jobs, seed)
-    timings["cross_validation"] = time.perf_counter() - start
+    fold_errors = np.zeros((2, max_dim, len(measurement)))
+    for (_, test), (fold, _) in zip(folds, fold_results):
+        fold_errors[:, :, test] = fold
 
     # measurements predicted (linear model on all coefficients) along the first principal directions
     t = np.linspace(-3.0, 3.0, 13)  # the data range; at the paper's ±7 std the geodesics leave the data
     start = time.perf_counter()
-    geodesic = pga.principal_geodesic(0, t) @ np.linalg.pinv(whitening) + mean
-    timings["principal_geodesic"] = time.perf_counter() - start
-    line = mean + t[:, None] * (singular[0] / np.sqrt(len(centered) - 1)) * vt[0]
+    geodesic = full["pga"].principal_geodesic(0, t) @ np.linalg.pinv(full["whitening"]) + full["mean"]
+    geodesic_seconds = time.perf_counter() - start
+    line = full["mean"] + t[:, None] * (singular[0] / np.sqrt(len(centered) - 1)) * vt[0]
     design = np.hstack([np.ones((len(data.data), 1)), data.data])
     coef = np.linalg.lstsq(design, data.target, rcond=None)[0]
     along = {
@@ -157,16 +158,20 @@ def _analyse(data, measurement, n_clusters, rho, max_dim, n_folds, n_jobs, verbo
     summary = {
         "dims": dims,
         "mae": errors,
-        "mae_cross_validated": cross_validated,
-        "mae_all_coefficients": full,
+        "mae_cross_validated": dict(zip(("euclidean", "riemannian"), fold_errors.mean(axis=2).tolist())),
+        "mae_all_coefficients": float(loo_absolute_errors(data.data, measurement).mean()),
         "std": float(measurement.std()),
-        "explained_variance_ratio": pga.explained_variance_ratio_.tolist(),
-        "frechet_iterations": int(pga.n_iter_),
-        "lmnn_iterations": int(lmnn.n_iter_),
+        "explained_variance_ratio": full["pga"].explained_variance_ratio_.tolist(),
+        "frechet_iterations": int(full["pga"].n_iter_),
+        "lmnn_iterations": int(full["lmnn_iterations"]),
         "along_first_direction": along,
-        "timings": timings,
+        "timings": {  # seconds of each fit (in whichever worker ran it)
+            "lmnn_and_pga": full["seconds"],
+            "cross_validation": float(sum(seconds for _, seconds in fold_results)),
+            "principal_geodesic": geodesic_seconds,
+        },
     }
-    arrays = {"labels": labels, "measurement": measurement, "euclidean": euclidean[:, :2], "riemannian": riemannian[:, :2]}
+    arrays = {"labels": full["labels"], "measurement": measurement, "euclidean": euclidean[:, :2], "riemannian": riemannian[:, :2]}
     return summary, arrays
 
 
@@ -275,20 +280,21 @@ def run_bodyshape(
     n_clusters=5,
     rho=1.0,
     max_dim=10,
-    n_folds=10,
+    n_folds=None,
+    thorough=False,
 ):
     """Run the body-shape experiment and return its numbers and markdown table.
 
     Parameters
     ----------
     quick : bool, default=False
-        3 clusters and 3 folds; synthetic data: 300 bodies (well under a minute).
+        3 clusters and 3 folds; synthetic data: 300 bodies (about a minute).
     seed : int, default=0
         Seed of the synthetic data, of LMNN and of the folds.
     n_jobs : int, default=None
-        Workers for the Log / Exp batches (joblib).
+        Workers (joblib, one BLAS thread each) for the fits: per measurement, all bodies and each fold.
     verbose : bool, default=True
-        Progress messages and bars.
+        One progress bar over every fit, naming the one just finished (measurement, protocol, fold).
     out : str or Path, default=None
         Directory receiving ``bodyshape.md``, ``bodyshape.json`` and the PNG figures.
     data : Bunch, default=None
@@ -307,8 +313,10 @@ def run_bodyshape(
         apart at a median body on the synthetic data).
     max_dim : int, default=10
         Largest PGA / PCA dimension; at most the number of coefficients.
-    n_folds : int, default=10
-        Folds of the leakage-free protocol.
+    n_folds : int, default=None
+        Folds of the leakage-free protocol: 5, 10 with ``thorough``, 3 with ``quick``.
+    thorough : bool, default=False
+        The thorough leakage-free protocol, 10 folds (twice the default's time).
 
     Returns
     -------
@@ -330,6 +338,8 @@ def run_bodyshape(
     unknown = [name for name in measurements if name not in names]
     if unknown:
         raise ValueError(f"measurements {unknown} are not in the data (available: {names})")
+    if n_folds is None:
+        n_folds = 10 if thorough else 5
     n_clusters, n_folds = (3, 3) if quick else (n_clusters, n_folds)
     n_samples, n_features = data.data.shape
     if n_samples < 2 * n_features or n_samples < n_folds * n_clusters * 2:
@@ -339,12 +349,22 @@ def run_bodyshape(
         )
     max_dim = min(max_dim, n_features)
     units = dict(getattr(data, "units", {}))
+    targets = {name: data.target[:, names.index(name)] for name in measurements}
+    folds = list(KFold(n_folds, shuffle=True, random_state=seed).split(data.data))
+    plan = [(name, k) for name in measurements for k in range(n_folds + 1)]  # k = 0: all bodies; k >= 1: fold k
+    tasks = [(data.data, targets[name], folds[k - 1] if k else None, n_clusters, rho, max_dim, seed) for name, k in plan]
+    fits = []
+    description = f"bodyshape: {len(measurements)} measurements x (all bodies + {n_folds} folds)"
+    with tqdm(total=len(plan), desc=description, unit="fit", disable=not verbose) as bar:
+        for (name, k), fit in zip(plan, parallel_imap(_fit, tasks, n_jobs)):
+            fits.append(fit)
+            stage = f"fold {k}/{n_folds} (leakage-free)" if k else "all bodies (paper's protocol)"
+            bar.set_postfix_str(f"fitted LMNN, Frechet mean, PGA: {name}, {stage}")
+            bar.update()
     results, arrays = {}, {}
-    for name in measurements:
-        if verbose:
-            print(f"bodyshape: {name} ({n_samples} bodies, {n_clusters} clusters, {n_folds} folds)", flush=True)
-        target = data.target[:, names.index(name)]
-        results[name], arrays[name] = _analyse(data, target, n_clusters, rho, max_dim, n_folds, n_jobs, verbose, seed)
+    for i, name in enumerate(measurements):
+        full, *fold_results = fits[i * (n_folds + 1) : (i + 1) * (n_folds + 1)]
+        results[name], arrays[name] = _summary(data, targets[name], full, folds, fold_results, max_dim)
     settings = {
         "n_samples": n_samples,
         "n_coefficients": n_features,
@@ -354,6 +374,7 @@ def run_bodyshape(
         "rho": rho,
         "seed": seed,
         "quick": quick,
+        "thorough": thorough,
     }
     result = {
         "measurements": results,

@@ -12,6 +12,7 @@ from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import validate_data
 from tqdm.auto import tqdm
 
+from ..utils.arrays import pair_squared_distances
 from ..utils.validation import (
     check_int,
     check_labels,
@@ -95,8 +96,7 @@ class _LargeMarginObjective:
 
     @staticmethod
     def _squared_distances(Z, flat_pairs):
-        diff = Z[flat_pairs[0]] - Z[flat_pairs[1]]
-        return np.einsum("pd,pd->p", diff, diff)
+        return pair_squared_distances(Z, *flat_pairs)
 
     def _target_distances(self, Z):
         distances = np.zeros(self.valid.shape)

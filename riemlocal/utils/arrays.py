@@ -6,7 +6,7 @@ import numpy as np
 
 from .compiled import cached_njit
 
-__all__ = ["CACHE_ELEMENTS", "TASK_ELEMENTS", "quadratic_forms", "unique_rows"]
+__all__ = ["CACHE_ELEMENTS", "TASK_ELEMENTS", "pair_squared_distances", "quadratic_forms", "unique_rows"]
 
 #: floats in a temporary that should stay in cache, e.g. (chunk, R, D) blends of a field (512 KB:
 #: 3x faster than 64 MB ones at D = 100)
@@ -25,6 +25,24 @@ def unique_rows(points):
     rows = points.view(np.dtype((np.void, points.dtype.itemsize * points.shape[1])))[:, 0]
     _, first, inverse = np.unique(rows, return_index=True, return_inverse=True)
     return points[first], inverse.ravel()
+
+
+@cached_njit
+def pair_squared_distances(points, first, second):
+    r""":math:`\|z_{a_p} - z_{b_p}\|^2` for row pairs ``(first[p], second[p])`` of ``points`` ``(n, dim)``.
+
+    One compiled pass without temporaries: 3-4x numpy's gather, subtract and row sums on the
+    100,000 pairs of an LMNN objective (the pairs sorted by their first row, which keeps it in cache).
+    """
+    out = np.empty(len(first))
+    for p in range(len(first)):
+        a, b = points[first[p]], points[second[p]]
+        total = 0.0
+        for k in range(len(a)):
+            step = a[k] - b[k]
+            total += step * step
+        out[p] = total
+    return out
 
 
 def quadratic_forms(matrices, index, vectors, compiled=None):

@@ -8,7 +8,7 @@ from tqdm.auto import tqdm
 
 from .validation import check_n_jobs
 
-__all__ = ["parallel_map", "one_blas_thread", "with_one_blas_thread"]
+__all__ = ["parallel_imap", "parallel_map", "one_blas_thread", "with_one_blas_thread"]
 
 _CONTROLLER = []  # the process's ThreadpoolController, made on first use (after numpy and scipy loaded their BLAS)
 
@@ -37,18 +37,21 @@ def with_one_blas_thread(method):
     return limited
 
 
-def parallel_map(function, tasks, n_jobs=None, verbose=False, description=None):
-    """``[function(*task) for task in tasks]`` through :class:`joblib.Parallel`.
+def parallel_imap(function, tasks, n_jobs=None):
+    """``function(*task)`` for each task, yielded in task order as they finish, through :class:`joblib.Parallel`.
 
     With more than one worker, BLAS is limited to one thread inside each, so
-    workers do not oversubscribe the cores; ``verbose`` shows a tqdm bar.
+    workers do not oversubscribe the cores.
     """
-    n_jobs, tasks = check_n_jobs(n_jobs), list(tasks)
+    n_jobs = check_n_jobs(n_jobs)
     limit = effective_n_jobs(n_jobs) > 1
-    results = Parallel(n_jobs=n_jobs, return_as="generator")(
-        delayed(_single_threaded)(function, task, limit) for task in tasks
-    )
-    return list(tqdm(results, total=len(tasks), desc=description, disable=not verbose))
+    return Parallel(n_jobs=n_jobs, return_as="generator")(delayed(_single_threaded)(function, task, limit) for task in tasks)
+
+
+def parallel_map(function, tasks, n_jobs=None, verbose=False, description=None):
+    """``[function(*task) for task in tasks]`` by :func:`parallel_imap`; ``verbose`` shows a tqdm bar."""
+    tasks = list(tasks)
+    return list(tqdm(parallel_imap(function, tasks, n_jobs), total=len(tasks), desc=description, disable=not verbose))
 
 
 def _single_threaded(function, task, limit):
