@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 from riemlocal import LearnedMetricManifold, SmoothLocalField
+from riemlocal.learning import FrechetMean, GeodesicRegression, PrincipalGeodesicAnalysis, TangentSpaceRegression
 from riemlocal.numerics import EnergyLogSolver, dormand_prince, integrate_geodesic
 from riemlocal.utils.validation import MIN_RTOL
 
@@ -125,3 +126,38 @@ def test_output_times_within_round_off_of_the_start_are_the_start(compiled):
     np.testing.assert_allclose(path[:3], np.broadcast_to(X, (3, 2)), atol=1e-15)
     half = integrate_geodesic(FIELD, V[None], X[None], [0.5], rtol=1e-9, atol=1e-11, compiled=compiled)[0, 0]
     np.testing.assert_allclose(path[3], half, rtol=1e-12)
+
+
+def _estimators():
+    """``(name, make(**options), fit(estimator))`` of every statistic, on a few points of FIELD."""
+    space = LearnedMetricManifold(FIELD)
+    points = np.random.default_rng(0).uniform(1, 5, (8, 2))
+    times = np.linspace(0.0, 1.0, 8)
+    return [
+        ("FrechetMean joint", lambda **o: FrechetMean(space, **o), lambda e: e.fit(points)),
+        ("FrechetMean karcher", lambda **o: FrechetMean(space, method="karcher", **o), lambda e: e.fit(points)),
+        ("PGA tangent", lambda **o: PrincipalGeodesicAnalysis(space, 2, **o), lambda e: e.fit(points)),
+        ("PGA exact", lambda **o: PrincipalGeodesicAnalysis(space, 1, method="exact", **o), lambda e: e.fit(points)),
+        ("GeodesicRegression exact", lambda **o: GeodesicRegression(space, **o), lambda e: e.fit(times, points)),
+        ("GeodesicRegression flat", lambda **o: GeodesicRegression(space, method="flat", **o), lambda e: e.fit(times, points)),
+        ("TangentSpaceRegression", lambda **o: TangentSpaceRegression(space, **o), lambda e: e.fit(points, points[:, 0])),
+    ]
+
+
+@pytest.mark.parametrize("value", HOSTILE)
+@pytest.mark.parametrize("estimator", range(7), ids=[name for name, _, _ in _estimators()])
+def test_estimators_refuse_hostile_tolerances(estimator, value):
+    _, make, fit = _estimators()[estimator]
+    with bounded(), pytest.raises(ValueError, match="tol"):
+        fit(make(tol=value))
+
+
+@pytest.mark.parametrize("estimator", range(7), ids=[name for name, _, _ in _estimators()])
+def test_estimators_end_at_the_tightest_tolerance_with_huge_max_iter(estimator):
+    """``tol = MIN_RTOL`` and ``max_iter = 10**12``: every loop stops on its own bound (stalled progress), in time."""
+    _, make, fit = _estimators()[estimator]
+    fit(make())  # compiles the kernels outside the alarm
+    with bounded(), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        fitted = fit(make(tol=MIN_RTOL, max_iter=10**12))
+    assert np.all(np.isfinite(getattr(fitted, "estimate_", getattr(fitted, "mean_", 0.0))))

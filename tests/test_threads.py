@@ -44,3 +44,26 @@ def test_every_command_runs_with_one_blas_thread(tmp_path, monkeypatch):
         for argv in (["geodesic", str(path), "--from", "0,0", "--to", "1,1", "--out", str(tmp_path)], ["bodyshape"], ["taxonomy"]):
             assert cli.main(argv + ["--no-progress"]) == 0
     assert seen == [{1}] * 3
+
+
+def test_statistics_run_with_one_blas_thread():
+    """Estimators fit on small matrices with one BLAS thread: a user field records what its metric sees."""
+    from riemlocal import LearnedMetricManifold
+    from riemlocal.fields import MetricField
+    from riemlocal.learning import FrechetMean
+
+    seen = set()
+
+    class Recording(MetricField):
+        def __init__(self):
+            super().__init__(dim=2)
+
+        def metric_matrix(self, x):
+            seen.update(blas_threads())
+            x = np.asarray(x, dtype=float)
+            return (1.0 + 0.1 * np.sum(x**2, axis=-1))[..., None, None] * np.eye(2)
+
+    points = np.array([[0.0, 0.0], [1.0, 0.0], [0.0, 1.0]])
+    with threadpool_limits(limits=2, user_api="blas"):
+        FrechetMean(LearnedMetricManifold(Recording()), method="karcher").fit(points)
+    assert seen == {1}

@@ -12,6 +12,7 @@ from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import validate_data
 from tqdm.auto import tqdm
 
+from ..utils.parallel import with_one_blas_thread
 from ..utils.validation import check_int, check_labels, check_option, check_positive, check_weights
 from ._base import MetricLearner, relative_weights
 
@@ -126,6 +127,7 @@ class BoostMetric(MetricLearner):
         self.tol = tol
         self.verbose = verbose
 
+    @with_one_blas_thread
     def fit(self, X, y, sample_weight=None):
         """Learn the metric from labelled data.
 

@@ -11,6 +11,7 @@ from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import validate_data
 from tqdm.auto import tqdm
 
+from ..utils.parallel import with_one_blas_thread
 from ..utils.validation import (
     check_int,
     check_labels,
@@ -138,6 +139,7 @@ class CCMLMetric(MetricLearner):
         self.random_state = random_state
         self.verbose = verbose
 
+    @with_one_blas_thread
     def fit(self, X, y, sample_weight=None):
         """Learn the linear map :math:`L` from labelled data.
 

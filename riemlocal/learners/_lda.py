@@ -7,6 +7,7 @@ import scipy.linalg
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import validate_data
 
+from ..utils.parallel import with_one_blas_thread
 from ..utils.validation import check_labels, check_option, check_positive, check_weights, is_positive_definite
 from ._base import MetricLearner
 
@@ -141,6 +142,7 @@ class LDAMetric(MetricLearner):
             if not 1 <= self.n_components <= n_features:
                 raise ValueError(f"n_components must be in [1, n_features={n_features}], got {self.n_components}")
 
+    @with_one_blas_thread
     def fit(self, X, y, sample_weight=None):
         """Fit the LDA metric.
 

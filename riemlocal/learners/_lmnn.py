@@ -13,6 +13,7 @@ from sklearn.utils.validation import validate_data
 from tqdm.auto import tqdm
 
 from ..utils.arrays import pair_squared_distances
+from ..utils.parallel import with_one_blas_thread
 from ..utils.validation import (
     check_int,
     check_labels,
@@ -344,6 +345,7 @@ class LMNNMetric(MetricLearner):
         _, axes = np.linalg.eigh((centered * weights[:, None]).T @ centered)
         return axes[:, ::-1][:, :n_components].T
 
+    @with_one_blas_thread
     def fit(self, X, y, sample_weight=None):
         """Fit the metric (or the class metrics).
 

@@ -15,8 +15,9 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 from tqdm.auto import tqdm
 
 from ..numerics import curve_energy, extrapolate_levels
-from ..utils.optimize import ARMIJO
-from ..utils.validation import check_int, check_n_jobs, check_not_text, check_option, check_points, check_positive, check_weights
+from ..utils.optimize import ARMIJO, MAX_STALLS, ROUND_OFF
+from ..utils.parallel import with_one_blas_thread
+from ..utils.validation import check_int, check_n_jobs, check_not_text, check_option, check_points, check_tolerance, check_weights
 from . import _tangent
 
 __all__ = ["FrechetMean", "given_mean"]
@@ -162,6 +163,7 @@ class FrechetMean(BaseEstimator):
             raise ValueError("method='joint' needs a space with a smooth `field` (a LearnedMetricManifold)")
         return "joint" if self.method == "joint" or (self.method == "auto" and smooth) else "karcher"
 
+    @with_one_blas_thread
     def fit(self, X, y=None, sample_weight=None):
         """Compute the mean of ``X`` (n_samples, dim); ``y`` is ignored.
 
@@ -172,8 +174,8 @@ class FrechetMean(BaseEstimator):
         max_iter = check_int(self.max_iter, "max_iter")
         check_int(self.n_segments, "n_segments", minimum=2)
         check_int(self.max_segments, "max_segments", minimum=self.n_segments)
-        check_positive(self.rtol, "rtol")
-        tol = check_positive(self.tol, "tol")
+        check_tolerance(self.rtol, "rtol")
+        tol = check_tolerance(self.tol, "tol")
         check_n_jobs(self.n_jobs)
         X = validate_data(self, check_not_text(X, "X"), dtype=float)
         if X.shape[1] != dim:
@@ -214,12 +216,12 @@ class FrechetMean(BaseEstimator):
             return value, gradient, float(np.sqrt(max(_tangent.squared_norm(gradient, metric), 0.0)))
 
         value, gradient, grad_norm = evaluate(mean)
-        step, n_iter = 1.0, 0
+        step, n_iter, stalls = 1.0, 0, 0
         while n_iter < max_iter:
             scale = np.sqrt(2.0 * value)
             if grad_norm <= tol * scale and not self.n_uncertified_:
                 return mean, n_iter, grad_norm, True, scale
-            if step < _MIN_KARCHER_STEP:
+            if step < _MIN_KARCHER_STEP or stalls >= MAX_STALLS:  # no step decreases f beyond its round-off
                 break
             n_iter += 1
             bar.update()
@@ -227,6 +229,7 @@ class FrechetMean(BaseEstimator):
             n_uncertified = self.n_uncertified_
             cand_value, cand_gradient, cand_norm = evaluate(candidate)
             if cand_value <= value - ARMIJO * step * grad_norm**2:
+                stalls = stalls + 1 if value - cand_value <= ROUND_OFF * value else 0
                 mean, value, gradient, grad_norm = candidate, cand_value, cand_gradient, cand_norm
                 step = min(1.0, 2.0 * step)
             else:

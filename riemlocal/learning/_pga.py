@@ -5,7 +5,8 @@ from scipy.optimize import minimize, minimize_scalar
 from sklearn.base import BaseEstimator, TransformerMixin
 from sklearn.utils.validation import check_array, check_is_fitted, validate_data
 
-from ..utils.validation import check_not_text, check_option, check_points
+from ..utils.parallel import with_one_blas_thread
+from ..utils.validation import check_int, check_not_text, check_option, check_points, check_tolerance
 
 from . import _tangent
 from ._frechet import FrechetMean, given_mean
@@ -109,11 +110,13 @@ class PrincipalGeodesicAnalysis(TransformerMixin, BaseEstimator):
         self.n_jobs = n_jobs
         self.verbose = verbose
 
+    @with_one_blas_thread
     def fit(self, X, y=None):
         """Fit on points ``X`` of shape (n_samples, dim); ``y`` is ignored."""
         self._fit(X)
         return self
 
+    @with_one_blas_thread
     def fit_transform(self, X, y=None):
         """Fit and return the tangent coordinates of ``X`` (one batch of Log maps)."""
         logs = self._fit(X)
@@ -123,6 +126,8 @@ class PrincipalGeodesicAnalysis(TransformerMixin, BaseEstimator):
 
     def _fit(self, X):
         method = check_option(self.method, "method", ("tangent", "exact"))
+        check_int(self.max_iter, "max_iter")
+        check_tolerance(self.tol, "tol")
         if method == "exact" and not callable(getattr(self.space.metric, "jacobi_field", None)):
             raise ValueError("method='exact' needs space.metric.jacobi_field (a LearnedMetricManifold)")
         X = validate_data(self, check_not_text(X, "X"), dtype=float, ensure_min_samples=2)
@@ -242,6 +247,7 @@ class PrincipalGeodesicAnalysis(TransformerMixin, BaseEstimator):
             active[rows[converged | (steps[rows] < 0.1)]] = False
         return a
 
+    @with_one_blas_thread
     def transform(self, X):
         r"""Coordinates, shape (n_samples, n_components).
 

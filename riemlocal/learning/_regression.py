@@ -11,7 +11,8 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 from tqdm.auto import tqdm
 
 from ..utils.optimize import ARMIJO
-from ..utils.validation import check_int, check_n_jobs, check_not_text, check_option, check_positive, check_weights
+from ..utils.parallel import with_one_blas_thread
+from ..utils.validation import check_int, check_n_jobs, check_not_text, check_option, check_tolerance, check_weights
 from . import _tangent
 from ._frechet import given_mean
 from ._pga import PrincipalGeodesicAnalysis
@@ -137,12 +138,13 @@ class GeodesicRegression(BaseEstimator):
         self.n_jobs = n_jobs
         self.verbose = verbose
 
+    @with_one_blas_thread
     def fit(self, t, Y, sample_weight=None):
         """Fit covariates ``t`` of shape (n_samples,) or (n_samples, n_covariates) to points ``Y`` (n_samples, dim)."""
         dim = _tangent.point_dim(self.space)
         method = check_option(self.method, "method", ("exact", "flat"))
         max_iter = check_int(self.max_iter, "max_iter")
-        tol = check_positive(self.tol, "tol")
+        tol = check_tolerance(self.tol, "tol")
         check_n_jobs(self.n_jobs)
         t, Y = validate_data(
             self, _as_design(check_not_text(t, "t")), check_not_text(Y, "Y"),
@@ -324,6 +326,7 @@ class TangentSpaceRegression(RegressorMixin, BaseEstimator):
         self.n_jobs = n_jobs
         self.verbose = verbose
 
+    @with_one_blas_thread
     def fit(self, X, y, sample_weight=None):
         """Fit on points ``X`` (n_samples, dim) and responses ``y``; ``sample_weight`` goes to the estimator."""
         X, y = validate_data(
@@ -340,6 +343,7 @@ class TangentSpaceRegression(RegressorMixin, BaseEstimator):
         self.estimator_.fit(coordinates, y, **fit_params)
         return self
 
+    @with_one_blas_thread
     def predict(self, X):
         """Predict responses from points ``X``."""
         check_is_fitted(self)

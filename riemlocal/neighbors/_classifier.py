@@ -7,6 +7,7 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 
 from ..distances import distance
 from ..placement import default_learner, place_field, validate_classes
+from ..utils.parallel import with_one_blas_thread
 from ..utils.validation import check_int, check_n_jobs, check_option, check_positive
 from ._decision import DECISIONS, ccknn_scores, knn_votes
 from ._shortlist import GlobalShortlist
@@ -181,6 +182,7 @@ class LocalMetricKNN(ClassifierMixin, BaseEstimator):
         if self.decision == "knn" and self.n_neighbors > n_samples:
             raise ValueError(f"n_neighbors={self.n_neighbors} must be <= n_samples={n_samples}")
 
+    @with_one_blas_thread
     def fit(self, X, y):
         """Learn the global metric, the shortlist index and the local metric field.
 
@@ -261,6 +263,7 @@ class LocalMetricKNN(ClassifierMixin, BaseEstimator):
         candidates, distances_sq = self.local_distances(X)
         return knn_votes(distances_sq, self.fit_y_[candidates], self.n_neighbors, len(self.classes_))
 
+    @with_one_blas_thread
     def predict(self, X):
         """Predict class labels.
 

@@ -9,6 +9,7 @@ from tqdm.auto import tqdm
 
 from ..fields import ConstantField, NearestLocalField, RBFLocalField, SmoothLocalField
 from ..learners import LDAMetric, check_learner, check_rank, condition_metric, fit_local_metric
+from ..utils.parallel import with_one_blas_thread
 from ..utils.validation import check_int, check_labels, check_n_jobs, check_option, check_positive, check_random_state
 from ._regions import auto_bandwidth, class_weights, leave_one_out_smoothing, neighbourhoods, reference_weights
 
@@ -180,6 +181,7 @@ class LocalMetrics(BaseEstimator):
         self.verbose = verbose
         self.random_state = random_state
 
+    @with_one_blas_thread
     def fit(self, X, y):
         """Learn the global metric, then the local metrics at the chosen places.
 
