@@ -5,6 +5,7 @@ from ._energy import (
     curve_energy,
     initial_velocity,
     laplacian_inverse_sqrt,
+    polyline_length,
     refine,
     trapezoid_energy,
 )
@@ -38,6 +39,7 @@ __all__ = [
     "curve_energy",
     "initial_velocity",
     "laplacian_inverse_sqrt",
+    "polyline_length",
     "refine",
     "trapezoid_energy",
     "METHODS",

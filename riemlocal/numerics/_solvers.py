@@ -15,6 +15,7 @@ References: Hauberg, Freifeld & Black, *A Geometric Take on Metric Learning*,
 NIPS 2012, sec. 3.1 (with the corrected geodesic equation; see DESIGN.md).
 """
 
+import copy
 import math
 import warnings
 from dataclasses import dataclass
@@ -28,7 +29,7 @@ from ..utils.arrays import unique_rows
 from ..utils.parallel import parallel_map
 from ..utils.validation import broadcast_flat, check_bool, check_int, check_n_jobs, check_option, check_positive, check_tolerance
 from ._compiled_log import FAILED, NEEDS_LEVEL, laplacian_levels, rbf_log_pairs
-from ._energy import initial_velocity
+from ._energy import initial_velocity, polyline_length
 from ._minimize import METHODS, UNRESOLVED, extrapolate_levels, resolve_method
 from ._runge_kutta import dormand_prince, rbf_dormand_prince
 
@@ -342,12 +343,14 @@ class EnergyLogSolver:
         outputs = _map_chunks(
             solve_chunk, y[first], x[first], self.chunk_size, self.n_jobs, self.verbose, "geodesic boundary-value problems"
         )
+        self._retry_finer(outputs, y[first], x[first], log_rtol)
         velocity, length, error, log_error, n_segments, optimized, curves, n_iter = (part[inverse] for part in outputs)
         if flipped.any():
             velocity[flipped], log_error[flipped] = np.nan, np.nan  # solved from the other end: no Log at this one
             for row in np.flatnonzero(flipped):
                 curves[row] = curves[row][::-1]
-        converged = optimized & (error <= self.rtol) & ~(log_error > log_rtol)  # NaN: no Log asked (dist)
+        converged = _certified(optimized, length, error, log_error, self.rtol, log_rtol)
+        n_straight = _keep_within_the_straight_segment(self.field, x, y, velocity, length, error, log_error, converged, curves)
         self.last_result_ = BoundaryValueResult(
             initial_velocity=velocity.reshape(shape + (self.field.dim,)),
             length=length.reshape(shape),
@@ -359,8 +362,29 @@ class EnergyLogSolver:
             n_iter=int(n_iter.max()),
         )
         if not converged.all():
-            self._warn(optimized, error, log_error, log_rtol)
+            self._warn(optimized, error, log_error, log_rtol, n_straight)
         return self.last_result_
+
+    def _retry_finer(self, outputs, point, base_point, log_rtol):
+        """Solve the uncertified pairs again from a straight start with ``RETRY_FACTOR`` times the segments.
+
+        A coarse start can settle in a wrong minimizer of the discrete energy (one
+        segment jumping across a sharp blend transition at every level); a finer one
+        resolves the transition. The retry replaces a pair's result where it is certified,
+        or shorter and non-negative. ``outputs`` (of :meth:`_solve_chunk`) are updated in place.
+        """
+        velocity, length, error, log_error, n_segments, optimized, curves, n_iter = outputs
+        rows = np.flatnonzero(~_certified(optimized, length, error, log_error, self.rtol, log_rtol))
+        if not len(rows) or 4 * RETRY_FACTOR * self.n_segments > self.max_segments:
+            return
+        retry = copy.copy(self)
+        retry.n_segments = RETRY_FACTOR * self.n_segments
+        again = retry._solve_chunk(point[rows], base_point[rows], log_rtol)
+        _, again_length, again_error, again_log_error, _, again_optimized, *_ = again
+        certified = _certified(again_optimized, again_length, again_error, again_log_error, self.rtol, log_rtol)
+        better = certified | ((again_length >= 0) & (again_length < length[rows]))
+        for output, part in zip(outputs[:-1], again[:-1]):
+            output[rows[better]] = part[better]
 
     def _solve_chunk(self, point, base_point, log_rtol):
         """Solve pairs ``(n, dim)``: compiled (Newton, a field with a kernel) or by :meth:`_solve_numpy`."""
@@ -446,7 +470,15 @@ class EnergyLogSolver:
                 curves[row] = curve[0]
         return velocity, length, dist_error, log_error, n_segments, optimized, curves, np.full(n_pairs, n_iter)
 
-    def _warn(self, optimized, error, log_error, log_rtol):
+    def _warn(self, optimized, error, log_error, log_rtol, n_straight):
+        if n_straight:
+            warnings.warn(
+                f"geodesic solver: for {n_straight} of {len(error)} pairs its curve was no shorter than the straight "
+                "segment (a wrong local minimizer, or one whose segments do not resolve a sharp region): the straight "
+                "segment and its length are returned, an upper bound on the distance, uncertified",
+                ConvergenceWarning,
+                stacklevel=3,
+            )
         if not optimized.all():
             warnings.warn(
                 f"geodesic energy minimization did not converge for {int((~optimized).sum())} of {len(optimized)} "
@@ -465,6 +497,46 @@ class EnergyLogSolver:
                     ConvergenceWarning,
                     stacklevel=3,
                 )
+
+
+def _certified(optimized, length, error, log_error, rtol, log_rtol):
+    """Pairs whose minimization converged, with a non-negative length and error estimates within the tolerances.
+
+    A NaN ``log_error`` means no Log was asked (distances only); a negative or NaN length is never certified,
+    whatever its error estimate (an extrapolation can overshoot below zero with a small last correction).
+    """
+    return optimized & (length >= 0) & (error <= rtol) & ~(log_error > log_rtol)
+
+
+#: the retry of an uncertified pair starts from this many times the segments (:meth:`EnergyLogSolver._retry_finer`)
+RETRY_FACTOR = 4
+#: pieces of each straight segment in :func:`_keep_within_the_straight_segment` (4 Gauss points each)
+STRAIGHT_SUBDIVISIONS = 64
+
+
+def _keep_within_the_straight_segment(field, x, y, velocity, length, error, log_error, converged, curves):
+    """Where an uncertified solve returned a curve no shorter than the straight segment, return the segment instead.
+
+    The straight segment is a candidate of every solve: a distance above its length
+    (:func:`~riemlocal.numerics.polyline_length`), negative or not finite is no geodesic
+    distance. Only uncertified pairs (and negative or non-finite lengths) are checked, so
+    certified pairs cost nothing more. The arrays
+    are updated in place; such pairs stay uncertified with infinite error estimates.
+    Returns their number.
+    """
+    suspect = np.flatnonzero(~converged)
+    if not len(suspect):
+        return 0
+    segments = np.stack([x[suspect], y[suspect]], axis=1)
+    straight = polyline_length(field, segments, STRAIGHT_SUBDIVISIONS)
+    longer = ~((length[suspect] >= 0) & (length[suspect] <= straight))  # NaN included
+    rows = suspect[longer]
+    length[rows], error[rows], converged[rows] = straight[longer], np.inf, False
+    log_error[rows] = np.where(np.isnan(log_error[rows]), np.nan, np.inf)
+    velocity[rows] = np.where(np.isnan(velocity[rows]), np.nan, y[rows] - x[rows])
+    for row, segment in zip(rows, segments[longer]):
+        curves[row] = segment
+    return len(rows)
 
 
 def _object_array(items):
