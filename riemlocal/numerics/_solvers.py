@@ -31,6 +31,7 @@ from ..utils.validation import broadcast_flat, check_bool, check_int, check_n_jo
 from ._compiled_log import FAILED, NEEDS_LEVEL, laplacian_levels, rbf_log_pairs
 from ._energy import initial_velocity, polyline_length
 from ._minimize import METHODS, UNRESOLVED, extrapolate_levels, resolve_method
+from ._routes import lattice_routes, resample
 from ._runge_kutta import dormand_prince, rbf_dormand_prince
 
 __all__ = ["CHUNK_SIZE", "EXP_ATOL_FACTOR", "RTOL", "BoundaryValueResult", "EnergyLogSolver", "ODEExpSolver", "integrate_geodesic", "solve_boundary_value"]
@@ -344,6 +345,7 @@ class EnergyLogSolver:
             solve_chunk, y[first], x[first], self.chunk_size, self.n_jobs, self.verbose, "geodesic boundary-value problems"
         )
         self._retry_finer(outputs, y[first], x[first], log_rtol)
+        self._reroute(outputs, y[first], x[first], log_rtol)
         velocity, length, error, log_error, n_segments, optimized, curves, n_iter = (part[inverse] for part in outputs)
         if flipped.any():
             velocity[flipped], log_error[flipped] = np.nan, np.nan  # solved from the other end: no Log at this one
@@ -386,6 +388,38 @@ class EnergyLogSolver:
         for output, part in zip(outputs[:-1], again[:-1]):
             output[rows[better]] = part[better]
 
+    def _reroute(self, outputs, point, base_point, log_rtol):
+        """Hard pairs in two dimensions: solve again from the shortest lattice route when that route is shorter.
+
+        A pair is hard when it is not certified or needed more than four levels (more than
+        ``HARD_LEVELS_FACTOR`` times the first level's segments: a sharp region along its curve,
+        where a straight start can pick the wrong side of a center; on the two-metric field of
+        the benchmarks no pair is, 7 of 49 Logs need four levels).
+        :func:`~riemlocal.numerics._routes.lattice_routes` searches a lattice around the pair;
+        where its route is shorter than the solver's distance, the solver starts again from it
+        (resampled to ``RETRY_FACTOR * n_segments`` segments, numpy path) and the shorter
+        non-negative result is kept, certified or not. ``outputs`` (of :meth:`_solve_chunk`)
+        are updated in place. In more dimensions no global search runs (see the module).
+        """
+        velocity, length, error, log_error, n_segments, optimized, curves, n_iter = outputs
+        hard = ~_certified(optimized, length, error, log_error, self.rtol, log_rtol) | (n_segments > HARD_LEVELS_FACTOR * self.n_segments)
+        rows = np.flatnonzero(hard)
+        n_nodes = RETRY_FACTOR * self.n_segments + 1
+        if self.field.dim != 2 or not len(rows) or 4 * (n_nodes - 1) > self.max_segments:
+            return
+        routes, route_lengths = lattice_routes(self.field, base_point[rows], point[rows])
+        shorter = ~(route_lengths * (1.0 + self.rtol) >= length[rows])  # NaN lengths included
+        rows = rows[shorter]
+        if not len(rows):
+            return
+        starts = np.stack([resample(route, n_nodes) for route, keep in zip(routes, shorter) if keep])
+        retry = copy.copy(self)
+        retry.n_segments = n_nodes - 1
+        again = retry._solve_numpy(point[rows], base_point[rows], log_rtol, starts)
+        better = (again[1] >= 0) & (again[1] < length[rows])
+        for output, part in zip(outputs[:-1], again[:-1]):
+            output[rows[better]] = part[better]
+
     def _solve_chunk(self, point, base_point, log_rtol):
         """Solve pairs ``(n, dim)``: compiled (Newton, a field with a kernel) or by :meth:`_solve_numpy`."""
         kernel = self.field.kernel if self.compiled else None
@@ -415,8 +449,10 @@ class EnergyLogSolver:
             outputs[-1][:] = outputs[-1].max()
         return tuple(outputs)
 
-    def _solve_numpy(self, point, base_point, log_rtol):
+    def _solve_numpy(self, point, base_point, log_rtol, starts=None):
         """Solve pairs ``(n, dim)``; pairs closer than round-off resolves (``UNRESOLVED``) are straight segments.
+
+        ``starts`` ``(n, N + 1, dim)``: the curves the coarsest level starts from (default: straight, ``n_segments``).
 
         :func:`~riemlocal.numerics.rbf_log_pairs` mirrors this (with Newton) in compiled code:
         a change here needs the same change there (``tests/test_compiled_log.py`` compares both).
@@ -433,7 +469,7 @@ class EnergyLogSolver:
         if len(rows):
             base_metric = self.field.metric_matrix(base_point[rows])
             t = np.linspace(0.0, 1.0, self.n_segments + 1)[:, None]
-            start = (base_point[rows, None, :] + t * step[rows, None, :])[:, None]
+            start = (base_point[rows, None, :] + t * step[rows, None, :] if starts is None else starts[rows])[:, None]
 
             def measure(minimum, subset):
                 velocity = initial_velocity(self.field, minimum.curves[:, 0], base_metric[subset])
@@ -510,6 +546,8 @@ def _certified(optimized, length, error, log_error, rtol, log_rtol):
 
 #: the retry of an uncertified pair starts from this many times the segments (:meth:`EnergyLogSolver._retry_finer`)
 RETRY_FACTOR = 4
+#: a certified pair is searched for a shorter route when it needed more than this many times the first level's segments
+HARD_LEVELS_FACTOR = 8
 #: pieces of each straight segment in :func:`_keep_within_the_straight_segment` (4 Gauss points each)
 STRAIGHT_SUBDIVISIONS = 64
 
