@@ -23,7 +23,7 @@ relative to |Exp_x(v) - x|; Fréchet means and the PCA base points in M(mean)
 against riemlocal's mean at rtol 1e-9; regressions by their loss
 sum_i d^2(Exp_p(t_i v), y_i) (tight distances) above the better of the two.
 Times are medians of repeated runs (one warm-up call first), except the
-distance matrix (one run, 5 of its pairs checked); the load is printed with the table.
+distance matrix (one run, 5 of its pairs checked); the load is printed before and after the table.
 
 Run: ``python benchmarks/bench_vs_geomstats.py [--quick] [--geomstats-config {best,derivative}]``
 (one BLAS thread).
@@ -216,6 +216,10 @@ def distance_matrix_row(n_points, dim, n_jobs):
     )
 
 
+def load_average():
+    return ", ".join(f"{load:.2f}" for load in os.getloadavg())
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="fewer repeats, no D = 500")
@@ -227,7 +231,7 @@ def main():
     args = parser.parse_args()
     repeats = 3 if args.quick else 7
     config = None if args.log_only else args.geomstats_config
-    print(f"load average: {', '.join(f'{load:.2f}' for load in os.getloadavg())}; geomstats config: {config}\n")
+    print(f"load average: {load_average()}; geomstats config: {config}\n")
     if config == "best":
         fields = [random_field(dim, seed=1)[0] for dim in (2, 10, 20)] + [TWO_METRICS]
         gaps = [equation_gap(field) for field in fields]
@@ -247,6 +251,7 @@ def main():
     targets = {100: "<= 20 ms", 500: "-", 1000: "<= 500 ms"}
     for dim in (100, 1000) if args.quick else (100, 500, 1000):
         log_rows(dim, 1, repeats, targets[dim], config=None)
+    print(f"\nload average at the end: {load_average()}")
 
 
 if __name__ == "__main__":
