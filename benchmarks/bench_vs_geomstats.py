@@ -1,9 +1,15 @@
 """riemlocal against geomstats 2.8.0, side by side in one run (issue 15).
 
-geomstats runs in its best numpy configuration: the analytic derivative of
-the field as ``inner_product_derivative_matrix`` (closed-form geodesic
-equation), ``LogODESolver(use_jac=False)`` for Log and ``ExpODESolver`` with
-a vectorized RK4 ``GSIVPIntegrator(n_steps=50, step_type="rk4")`` for Exp.
+geomstats runs in its best numpy configuration (``--geomstats-config best``):
+``geodesic_equation`` overridden with the field's closed-form acceleration
+``field.geodesic_acceleration`` (riemlocal's own, compiled where that is faster;
+O(R D^2 + D^3) per state, equal to geomstats' Christoffel-based equation to
+rounding), ``inner_product_derivative_matrix`` with the analytic derivative,
+``LogODESolver(use_jac=False)`` for Log (scipy's ``solve_bvp``, which calls the
+overridden equation) and ``ExpODESolver`` with a vectorized RK4
+``GSIVPIntegrator(n_steps=50, step_type="rk4")`` for Exp. ``--geomstats-config
+derivative`` overrides only ``inner_product_derivative_matrix``, from which
+geomstats builds the Christoffel symbols by dense contractions, O(R D^3 + D^4).
 riemlocal runs with its defaults (Exp at ``rtol=EXP_RTOL`` to match RK4's accuracy).
 
 Fields: Log on ``bench_geodesics.random_field`` (R = 10 random SPD metrics,
@@ -17,9 +23,10 @@ relative to |Exp_x(v) - x|; Fréchet means and the PCA base points in M(mean)
 against riemlocal's mean at rtol 1e-9; regressions by their loss
 sum_i d^2(Exp_p(t_i v), y_i) (tight distances) above the better of the two.
 Times are medians of repeated runs (one warm-up call first), except the
-distance matrix (one run, 5 of its pairs checked); the load is printed with the table.
+distance matrix (one run, 5 of its pairs checked); the load is printed before and after the table.
 
-Run: ``python benchmarks/bench_vs_geomstats.py [--quick]`` (one BLAS thread).
+Run: ``python benchmarks/bench_vs_geomstats.py [--quick] [--geomstats-config {best,derivative}]``
+(one BLAS thread).
 """
 
 import argparse
@@ -49,8 +56,13 @@ EXP_RTOL = 1e-7  # riemlocal's Exp tolerance in the Exp row (geomstats' RK4 with
 TWO_METRICS = SmoothLocalField([[2.0, 2.0], [4.0, 4.0]], [2.0 * np.eye(2), np.eye(2)])
 
 
-def geomstats_space(field, n_steps=50):
-    """geomstats' Euclidean space equipped with the field's metric, in its best numpy configuration."""
+def geomstats_space(field, config="best", n_steps=50):
+    """geomstats' Euclidean space equipped with the field's metric.
+
+    ``config="derivative"`` overrides ``inner_product_derivative_matrix`` only (geomstats builds the
+    Christoffel symbols from it, O(R D^3 + D^4)); ``"best"`` also overrides ``geodesic_equation`` with the
+    field's closed-form acceleration, O(R D^2 + D^3).
+    """
 
     class FieldMetric(RiemannianMetric):
         def metric_matrix(self, base_point=None):
@@ -59,11 +71,27 @@ def geomstats_space(field, n_steps=50):
         def inner_product_derivative_matrix(self, base_point=None):
             return field.metric_derivative(base_point)
 
+    class ClosedFormMetric(FieldMetric):
+        def geodesic_equation(self, state):
+            position, velocity = state[..., 0, :], state[..., 1, :]
+            return np.stack([velocity, field.geodesic_acceleration(velocity, position)], axis=-2)
+
     space = Euclidean(field.dim, equip=False)
-    space.equip_with_metric(FieldMetric)
+    space.equip_with_metric({"best": ClosedFormMetric, "derivative": FieldMetric}[config])
     space.metric.exp_solver = ExpODESolver(space, integrator=GSIVPIntegrator(n_steps=n_steps, step_type="rk4"))
     space.metric.log_solver = LogODESolver(space, use_jac=False)
     return space
+
+
+def equation_gap(field, batch_shape=(3, 4)):
+    """Largest gap of the ``"best"`` geodesic equation to geomstats' own (Christoffel symbols) on random states,
+    relative to the largest component."""
+    rng = np.random.default_rng(0)
+    state = rng.normal(size=batch_shape + (2, field.dim))
+    state[..., 0, :] += field.centers.mean(axis=0)
+    best = geomstats_space(field).metric.geodesic_equation(state)
+    default = geomstats_space(field, "derivative").metric.geodesic_equation(state)
+    return float(np.max(np.abs(best - default)) / np.max(np.abs(default)))
 
 
 def tight_log_solver(field):
@@ -99,7 +127,8 @@ def row(name, ours, theirs, target=""):
     )
 
 
-def log_rows(dim, n_pairs, repeats, target, with_geomstats=True, n_centers=10):
+def log_rows(dim, n_pairs, repeats, target, config="best", n_centers=10):
+    """Log rows; geomstats in ``config`` of :func:`geomstats_space` (None: riemlocal only)."""
     field, rng = random_field(dim, n_centers=n_centers, seed=1)
     x, y = 0.5 * rng.normal(size=(2, n_pairs, dim))
     if n_pairs == 1:
@@ -108,15 +137,15 @@ def log_rows(dim, n_pairs, repeats, target, with_geomstats=True, n_centers=10):
     t_ours, v_ours = timed(lambda: space.metric.log(y, x), repeats)
     ours = (t_ours, log_errors(field, v_ours, y, x))
     theirs = None
-    if with_geomstats:
-        gs_space = geomstats_space(field)
+    if config is not None:
+        gs_space = geomstats_space(field, config)
         t_theirs, v_theirs = timed(lambda: gs_space.metric.log(y, x), repeats)
         theirs = (t_theirs, log_errors(field, v_theirs, y, x))
     what = "one pair" if n_pairs == 1 else f"batch of {n_pairs}"
     row(f"Log, {what}, D = {dim}" + ("" if n_centers == 10 else f", R = {n_centers}"), ours, theirs, target)
 
 
-def exp_row(repeats):
+def exp_row(repeats, config):
     rng = np.random.default_rng(2)
     x = rng.uniform(0.0, 6.0, size=(49, 2))
     v = rng.uniform(-3.0, 3.0, size=(49, 2))
@@ -126,16 +155,16 @@ def exp_row(repeats):
         return float(np.max(np.linalg.norm(end - reference, axis=1) / np.linalg.norm(reference - x, axis=1)))
 
     space = LearnedMetricManifold(TWO_METRICS, rtol=EXP_RTOL)
-    gs_space = geomstats_space(TWO_METRICS)
+    gs_space = geomstats_space(TWO_METRICS, config)
     t_ours, end_ours = timed(lambda: space.metric.exp(v, x), repeats)
     t_theirs, end_theirs = timed(lambda: gs_space.metric.exp(v, x), repeats)
     row(f"Exp, batch of 49, D = 2 (ours rtol {EXP_RTOL:g})", (t_ours, error(end_ours)), (t_theirs, error(end_theirs)), ">= 5x")
 
 
-def statistics_rows(repeats, regression_repeats):
+def statistics_rows(repeats, regression_repeats, config):
     rng = np.random.default_rng(3)
     X = rng.uniform(0.0, 6.0, size=(50, 2))
-    space, gs_space = LearnedMetricManifold(TWO_METRICS), geomstats_space(TWO_METRICS)
+    space, gs_space = LearnedMetricManifold(TWO_METRICS), geomstats_space(TWO_METRICS, config)
     reference = FrechetMean(space, rtol=1e-9, tol=1e-9).fit(X).estimate_
     metric = TWO_METRICS.metric_matrix(reference)
 
@@ -187,28 +216,42 @@ def distance_matrix_row(n_points, dim, n_jobs):
     )
 
 
+def load_average():
+    return ", ".join(f"{load:.2f}" for load in os.getloadavg())
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="fewer repeats, no D = 500")
     parser.add_argument("--log-only", action="store_true", help="only riemlocal's Log rows at D = 2, 10, 20 (before/after runs)")
     parser.add_argument("--matrix-points", type=int, default=None, help="points of the distance matrix (default 100; 40 with --quick)")
+    parser.add_argument(
+        "--geomstats-config", choices=("best", "derivative"), default="best", help="what geomstats overrides (see above)"
+    )
     args = parser.parse_args()
     repeats = 3 if args.quick else 7
-    print(f"load average: {', '.join(f'{load:.2f}' for load in os.getloadavg())}\n")
+    config = None if args.log_only else args.geomstats_config
+    print(f"load average: {load_average()}; geomstats config: {config}\n")
+    if config == "best":
+        fields = [random_field(dim, seed=1)[0] for dim in (2, 10, 20)] + [TWO_METRICS]
+        gaps = [equation_gap(field) for field in fields]
+        print(f"closed-form geodesic_equation vs geomstats' (D = 2, 10, 20, two metrics): {', '.join(f'{g:.1e}' for g in gaps)}")
+        assert max(gaps) < 1e-10, "the closed-form geodesic_equation differs from geomstats' own"
     print("| operation | riemlocal (ms) | error | geomstats (ms) | error | speed-up | target |")
     print("|---|---|---|---|---|---|---|")
     for dim in (2, 10, 20):
-        log_rows(dim, 1, repeats, ">= 20x", with_geomstats=not args.log_only)
+        log_rows(dim, 1, repeats, ">= 20x", config)
     for dim, n_pairs in ((2, 49), (10, 16), (20, 16)):
-        log_rows(dim, n_pairs, repeats if dim == 2 or args.log_only else 1, ">= 50x", with_geomstats=not args.log_only)
+        log_rows(dim, n_pairs, repeats if dim == 2 or args.log_only else 1, ">= 50x", config)
     if args.log_only:
         return
-    exp_row(repeats)
-    statistics_rows(repeats, 1)
+    exp_row(repeats, config)
+    statistics_rows(repeats, 1, config)
     distance_matrix_row(args.matrix_points or (40 if args.quick else 100), 10, 2)
     targets = {100: "<= 20 ms", 500: "-", 1000: "<= 500 ms"}
     for dim in (100, 1000) if args.quick else (100, 500, 1000):
-        log_rows(dim, 1, repeats, targets[dim], with_geomstats=False)
+        log_rows(dim, 1, repeats, targets[dim], config=None)
+    print(f"\nload average at the end: {load_average()}")
 
 
 if __name__ == "__main__":
