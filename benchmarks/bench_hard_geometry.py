@@ -4,6 +4,8 @@ Fields: ``SmoothLocalField`` with R = 5--20 centers uniform in [-2, 2]^D and
 random SPD metrics (eigenvalues log-uniform in [1, condition], random
 rotations); D = 2 at condition 10 / 100 / 1000 and rho 0.5 / 1 / 2, D = 5 and
 10 at condition 100 and rho 1 / 2. Pairs of points are uniform in [-2, 2]^D.
+The metrics are not normalized and the centers are sparse at D = 5 / 10, so
+the blends there are nearly piecewise constant: harder than bench_geodesics'.
 
 References (``_reference_geodesics.py``, independent of riemlocal's solver):
 at D = 2 the shortest route on a 16-neighbour lattice (Dijkstra) and the
