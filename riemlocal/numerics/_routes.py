@@ -20,7 +20,7 @@ __all__ = ["LATTICE_NODES", "lattice_routes", "resample"]
 
 #: nodes per side of the lattice of :func:`lattice_routes`, and its neighbours: the 16 directions of steps
 #: (1, 0), (1, 1), (1, 2) and their symmetries (angles within 13 degrees of any direction)
-LATTICE_NODES = 33
+LATTICE_NODES = 65
 _STEPS = ((0, 1), (1, 0), (1, 1), (1, -1), (1, 2), (2, 1), (1, -2), (2, -1))
 
 

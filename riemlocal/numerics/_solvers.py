@@ -352,7 +352,9 @@ class EnergyLogSolver:
             for row in np.flatnonzero(flipped):
                 curves[row] = curves[row][::-1]
         converged = _certified(optimized, length, error, log_error, self.rtol, log_rtol)
-        n_straight = _keep_within_the_straight_segment(self.field, x, y, velocity, length, error, log_error, converged, curves)
+        uncertain = ~(optimized & (length >= 0) & (error <= self.rtol))  # the distance, whatever the Log
+        n_straight = _keep_within_the_straight_segment(self.field, x, y, velocity, length, error, log_error, uncertain, curves)
+        converged &= ~uncertain
         self.last_result_ = BoundaryValueResult(
             initial_velocity=velocity.reshape(shape + (self.field.dim,)),
             length=length.reshape(shape),
@@ -407,12 +409,8 @@ class EnergyLogSolver:
         n_nodes = RETRY_FACTOR * self.n_segments + 1
         if self.field.dim != 2 or not len(rows) or 4 * (n_nodes - 1) > self.max_segments:
             return
-        routes, route_lengths = lattice_routes(self.field, base_point[rows], point[rows])
-        shorter = ~(route_lengths * (1.0 + self.rtol) >= length[rows])  # NaN lengths included
-        rows = rows[shorter]
-        if not len(rows):
-            return
-        starts = np.stack([resample(route, n_nodes) for route, keep in zip(routes, shorter) if keep])
+        routes, _ = lattice_routes(self.field, base_point[rows], point[rows])
+        starts = np.stack([resample(route, n_nodes) for route in routes])
         retry = copy.copy(self)
         retry.n_segments = n_nodes - 1
         again = retry._solve_numpy(point[rows], base_point[rows], log_rtol, starts)
@@ -529,7 +527,8 @@ class EnergyLogSolver:
                 warnings.warn(
                     f"geodesic {what} not certified for {int(uncertified.sum())} of {len(estimate)} pairs at "
                     f"max_segments={self.max_segments}: estimated relative error up to {estimate.max():.3g} > "
-                    f"{name}={tolerance:.3g} (raise max_segments or {name})",
+                    f"{name}={tolerance:.3g}"
+                    + ("; their distances are the lengths of the curves returned (upper bounds)" if what == "distance" else ""),
                     ConvergenceWarning,
                     stacklevel=3,
                 )
@@ -548,28 +547,43 @@ def _certified(optimized, length, error, log_error, rtol, log_rtol):
 RETRY_FACTOR = 4
 #: a certified pair is searched for a shorter route when it needed more than this many times the first level's segments
 HARD_LEVELS_FACTOR = 8
+#: an uncertified extrapolated length more than this fraction below its own curve's length is not believed
+#: (a polyline of 32 or more segments that resolves the field is within about 1e-4 of its limit)
+CURVE_GAP = 1e-3
+#: pieces of each segment of an uncertified curve in its length (4 Gauss points each: an uncertified curve
+#: may not resolve its field, e.g. a metric that jumps within one segment)
+CURVE_SUBDIVISIONS = 8
 #: pieces of each straight segment in :func:`_keep_within_the_straight_segment` (4 Gauss points each)
 STRAIGHT_SUBDIVISIONS = 64
 
 
-def _keep_within_the_straight_segment(field, x, y, velocity, length, error, log_error, converged, curves):
-    """Where an uncertified solve returned a curve no shorter than the straight segment, return the segment instead.
+def _keep_within_the_straight_segment(field, x, y, velocity, length, error, log_error, uncertain, curves):
+    """Keep every uncertified distance (``uncertain``) within the length of a real curve: its own, or the straight segment.
 
-    The straight segment is a candidate of every solve: a distance above its length
-    (:func:`~riemlocal.numerics.polyline_length`), negative or not finite is no geodesic
-    distance. Only uncertified pairs (and negative or non-finite lengths) are checked, so
-    certified pairs cost nothing more. The arrays
-    are updated in place; such pairs stay uncertified with infinite error estimates.
-    Returns their number.
+    An uncertified extrapolated length can fall far below every curve the solver found,
+    exceed its own curve, or be negative or not finite. Such a pair reports the length of
+    its returned curve instead (:func:`~riemlocal.numerics.polyline_length`, an upper bound
+    on the distance); one at most ``CURVE_GAP`` below it keeps its extrapolated length. Where
+    the straight segment, a candidate of every solve, is no longer, the pair gets the
+    segment itself with its length. A replaced length's error estimate is at least the relative
+    gap between the curve's length and the extrapolated one. Certified pairs cost nothing more. The arrays
+    are updated in place; the straight ones get infinite error estimates. Returns their number.
     """
-    suspect = np.flatnonzero(~converged)
+    suspect = np.flatnonzero(uncertain)
     if not len(suspect):
         return 0
+    own = np.array([polyline_length(field, curves[row][None], CURVE_SUBDIVISIONS)[0] for row in suspect])
     segments = np.stack([x[suspect], y[suspect]], axis=1)
     straight = polyline_length(field, segments, STRAIGHT_SUBDIVISIONS)
-    longer = ~((length[suspect] >= 0) & (length[suspect] <= straight))  # NaN included
+    with np.errstate(invalid="ignore"):  # an extrapolated length that is NaN or infinite: an infinite gap
+        gap = np.where(length[suspect] >= 0, (own - length[suspect]) / own, np.inf)
+    gap = np.nan_to_num(gap, nan=np.inf)
+    implausible = ~((gap >= 0) & (gap <= CURVE_GAP))  # above its own curve, or far below it
+    error[suspect] = np.where(implausible, np.fmax(error[suspect], np.abs(gap)), error[suspect])
+    length[suspect] = np.where(implausible, np.where(np.isfinite(own), own, np.inf), length[suspect])
+    longer = ~(length[suspect] < straight)
     rows = suspect[longer]
-    length[rows], error[rows], converged[rows] = straight[longer], np.inf, False
+    length[rows], error[rows] = straight[longer], np.inf
     log_error[rows] = np.where(np.isnan(log_error[rows]), np.nan, np.inf)
     velocity[rows] = np.where(np.isnan(velocity[rows]), np.nan, y[rows] - x[rows])
     for row, segment in zip(rows, segments[longer]):
