@@ -344,17 +344,25 @@ class EnergyLogSolver:
         outputs = _map_chunks(
             solve_chunk, y[first], x[first], self.chunk_size, self.n_jobs, self.verbose, "geodesic boundary-value problems"
         )
-        self._retry_finer(outputs, y[first], x[first], log_rtol)
-        self._reroute(outputs, y[first], x[first], log_rtol)
+        velocity, length, error, log_error, n_segments, optimized, *_ = outputs
+        certified = _certified(optimized, length, error, log_error, self.rtol, log_rtol)
+        all_certified = bool(certified.all())
+        if not all_certified or n_segments.max() > HARD_LEVELS_FACTOR * self.n_segments:  # else nothing to repair
+            self._retry_finer(outputs, y[first], x[first], log_rtol, certified)
+            self._reroute(outputs, y[first], x[first], log_rtol)
+            certified = all_certified = None
         velocity, length, error, log_error, n_segments, optimized, curves, n_iter = (part[inverse] for part in outputs)
         if flipped.any():
             velocity[flipped], log_error[flipped] = np.nan, np.nan  # solved from the other end: no Log at this one
             for row in np.flatnonzero(flipped):
                 curves[row] = curves[row][::-1]
-        converged = _certified(optimized, length, error, log_error, self.rtol, log_rtol)
-        uncertain = ~(optimized & (length >= 0) & (error <= self.rtol))  # the distance, whatever the Log
-        n_straight = _keep_within_the_straight_segment(self.field, x, y, velocity, length, error, log_error, uncertain, curves)
-        converged &= ~uncertain
+        # (flipped pairs are distances only: their NaN Log error does not count)
+        converged = _certified(optimized, length, error, log_error, self.rtol, log_rtol) if certified is None else certified[inverse]
+        n_straight = 0
+        if not (all_certified if all_certified is not None else converged.all()):
+            uncertain = ~(optimized & (length >= 0) & (error <= self.rtol))  # the distance, whatever the Log
+            n_straight = _keep_within_the_straight_segment(self.field, x, y, velocity, length, error, log_error, uncertain, curves)
+            converged &= ~uncertain
         self.last_result_ = BoundaryValueResult(
             initial_velocity=velocity.reshape(shape + (self.field.dim,)),
             length=length.reshape(shape),
@@ -365,11 +373,11 @@ class EnergyLogSolver:
             curves=curves.reshape(shape),
             n_iter=int(n_iter.max()),
         )
-        if not converged.all():
+        if not (all_certified or converged.all()):
             self._warn(optimized, error, log_error, log_rtol, n_straight)
         return self.last_result_
 
-    def _retry_finer(self, outputs, point, base_point, log_rtol):
+    def _retry_finer(self, outputs, point, base_point, log_rtol, certified):
         """Solve the uncertified pairs again from a straight start with ``RETRY_FACTOR`` times the segments.
 
         A coarse start can settle in a wrong minimizer of the discrete energy (one
@@ -377,8 +385,8 @@ class EnergyLogSolver:
         resolves the transition. The retry replaces a pair's result where it is certified,
         or shorter and non-negative. ``outputs`` (of :meth:`_solve_chunk`) are updated in place.
         """
-        velocity, length, error, log_error, n_segments, optimized, curves, n_iter = outputs
-        rows = np.flatnonzero(~_certified(optimized, length, error, log_error, self.rtol, log_rtol))
+        length = outputs[1]
+        rows = np.flatnonzero(~certified)
         if not len(rows) or 4 * RETRY_FACTOR * self.n_segments > self.max_segments:
             return
         retry = copy.copy(self)
