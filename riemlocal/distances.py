@@ -57,7 +57,7 @@ __all__ = ["RULES", "RULES_BY_STRUCTURE", "distance", "pairwise_distances"]
 #: names accepted by the ``rule`` argument
 RULES = ("test", "train", "line", "line_length", "geodesic")
 
-#: the rules each declared field structure serves (DESIGN.md, "Field structure decides the algorithm"):
+#: the rules each declared field structure serves (docs/concepts.rst, "Distance rules"):
 #: geodesics need a smooth field; every other rule has an exact or certified path for every structure
 RULES_BY_STRUCTURE = {
     "constant": RULES,

@@ -1,4 +1,4 @@
-"""Imports run one way (DESIGN.md, "Package map and layers").
+"""Imports run one way, through the layers of :data:`LAYERS` (utils first, the command line last).
 
 Every riemlocal module is given a layer; a module may import riemlocal modules
 of its own package or of a layer above it (smaller number), never below; it

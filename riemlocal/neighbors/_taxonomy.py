@@ -2,7 +2,7 @@
 
 A placement and an interpolation give a field of one declared structure
 (:data:`riemlocal.fields.STRUCTURES`); the structure decides which distance
-rules it serves (DESIGN.md, "Field structure decides the algorithm").
+rules it serves (docs/concepts.rst, "Distance rules").
 :class:`~riemlocal.neighbors.LocalMetricKNN` validates its parameters against
 that table before it fits anything.
 """

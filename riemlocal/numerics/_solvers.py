@@ -12,7 +12,7 @@ A :class:`~riemlocal.manifold.LearnedMetric` holds one of each as
 replaced by any object with the same methods.
 
 References: Hauberg, Freifeld & Black, *A Geometric Take on Metric Learning*,
-NIPS 2012, sec. 3.1 (with the corrected geodesic equation; see DESIGN.md).
+NIPS 2012, sec. 3.1 (with the corrected geodesic equation: docs/concepts.rst, "Geodesics and the manifold").
 """
 
 import copy
