@@ -67,3 +67,19 @@ def test_statistics_run_with_one_blas_thread():
     with threadpool_limits(limits=2, user_api="blas"):
         FrechetMean(LearnedMetricManifold(Recording()), method="karcher").fit(points)
     assert seen == {1}
+
+
+def test_estimator_warnings_point_at_the_callers_line():
+    """``with_one_blas_thread`` adds a frame: the estimators' warnings still name the user's call."""
+    import warnings
+
+    from riemlocal import LearnedMetricManifold, SmoothLocalField
+    from riemlocal.learning import FrechetMean, GeodesicRegression
+
+    space = LearnedMetricManifold(SmoothLocalField([[2.0, 2.0], [4.0, 4.0]], [2 * np.eye(2), np.eye(2)]))
+    points = np.random.default_rng(0).uniform(1, 5, (8, 2))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        FrechetMean(space, method="karcher", max_iter=1).fit(points)
+        GeodesicRegression(space, max_iter=1).fit(np.linspace(0, 1, 8), points)
+    assert [w.filename for w in caught if "did not converge" in str(w.message)] == [__file__] * 2

@@ -202,7 +202,7 @@ class FrechetMean(BaseEstimator):
                 f"FrechetMean ({method}) did not converge in {self.n_iter_} iterations: "
                 f"gradient norm {self.grad_norm_:.3g} (rms distance {scale:.3g}, tol={tol:.3g}){accuracy}",
                 ConvergenceWarning,
-                stacklevel=2,
+                stacklevel=3,  # the user's call, past with_one_blas_thread
             )
         return self
 

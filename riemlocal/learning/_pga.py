@@ -148,7 +148,7 @@ class PrincipalGeodesicAnalysis(TransformerMixin, BaseEstimator):
         norms = np.sqrt(np.maximum(_tangent.squared_norm(logs, self.metric_matrix_), 0.0))
         logs[~certified] *= (lengths / np.maximum(norms, np.finfo(float).tiny))[~certified, None]
         self.n_uncertified_ = int((~certified).sum())
-        _tangent.warn_uncertified("PrincipalGeodesicAnalysis", self.n_uncertified_, n_samples, "from the mean to the data")
+        _tangent.warn_uncertified("PrincipalGeodesicAnalysis", self.n_uncertified_, n_samples, "from the mean to the data", 2)
         factor = np.linalg.cholesky(self.metric_matrix_)
         whitened = logs @ factor
         eigvals, eigvecs = np.linalg.eigh(whitened.T @ whitened / (n_samples - 1))

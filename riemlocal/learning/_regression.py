@@ -202,7 +202,7 @@ class GeodesicRegression(BaseEstimator):
                 f"{self.grad_norm_:.3g} > tol * sqrt(objective) = {tol * np.sqrt(value):.3g}"
                 f" (+ {fit.noise:.3g} for the error of the Log residuals)",
                 ConvergenceWarning,
-                stacklevel=2,
+                stacklevel=3,  # the user's call, past with_one_blas_thread
             )
         return self
 

@@ -88,14 +88,18 @@ def certified_log(space, points, base_point, n_jobs=None):
     return both[:, :dim], both[:, dim], np.nan_to_num(both[:, dim + 1], nan=np.inf), both[:, dim + 2] > 0.5
 
 
-def warn_uncertified(estimator, n_uncertified, n_pairs, what):
-    """ConvergenceWarning from ``estimator`` when ``n_uncertified`` of its ``n_pairs`` Log maps were not certified."""
+def warn_uncertified(estimator, n_uncertified, n_pairs, what, depth=1):
+    """ConvergenceWarning from ``estimator`` when ``n_uncertified`` of its ``n_pairs`` Log maps were not certified.
+
+    ``depth``: calls between the public method (which runs inside ``with_one_blas_thread``) and this one,
+    so that the warning points at the user's call.
+    """
     if n_uncertified:
         warnings.warn(
             f"{estimator}: {n_uncertified} of {n_pairs} Log maps ({what}) were not certified by the Log solver "
             f"(n_uncertified_={n_uncertified}); results that depend on them are not exact",
             ConvergenceWarning,
-            stacklevel=3,
+            stacklevel=depth + 3,
         )
 
 
