@@ -138,7 +138,8 @@ def trapezoid_energy(field, curves):
 
 
 #: 4-point Gauss--Legendre nodes and weights on [0, 1] (exact for polynomials of degree 7)
-_GAUSS_NODES, _GAUSS_WEIGHTS = (0.5 * (np.polynomial.legendre.leggauss(4)[0] + 1.0), 0.5 * np.polynomial.legendre.leggauss(4)[1])
+_LEGENDRE_NODES, _LEGENDRE_WEIGHTS = np.polynomial.legendre.leggauss(4)  # on [-1, 1]
+_GAUSS_NODES, _GAUSS_WEIGHTS = 0.5 * (_LEGENDRE_NODES + 1.0), 0.5 * _LEGENDRE_WEIGHTS
 
 
 def polyline_length(field, curves, subdivisions=1):

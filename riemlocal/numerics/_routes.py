@@ -29,7 +29,7 @@ def lattice_routes(field, base_point, point):
 
     The lattice spans the pair's bounding box widened by its diagonal on every side, with
     ``LATTICE_NODES`` nodes per side; the endpoints join the lattice nodes within 2.5 steps.
-    Returns a list of ``n`` polylines and their lengths ``(n,)``.
+    Returns a list of ``n`` polylines, each ``(k, 2)`` with its endpoints.
     """
     grid = np.indices((LATTICE_NODES, LATTICE_NODES)).reshape(2, -1).T
     index = np.arange(LATTICE_NODES**2).reshape(LATTICE_NODES, LATTICE_NODES)
@@ -40,8 +40,8 @@ def lattice_routes(field, base_point, point):
         first.append(index[rows, columns].ravel())
         second.append(index[di:, max(0, dj) : LATTICE_NODES + min(0, dj)][: LATTICE_NODES - di].ravel())
     first, second = np.concatenate(first), np.concatenate(second)
-    routes, lengths = [], np.empty(len(point))
-    for p, (start, end) in enumerate(zip(base_point, point)):
+    routes = []
+    for start, end in zip(base_point, point):
         low, high = np.minimum(start, end), np.maximum(start, end)
         margin = np.linalg.norm(end - start)
         step = (high - low + 2 * margin) / (LATTICE_NODES - 1)
@@ -52,19 +52,18 @@ def lattice_routes(field, base_point, point):
         edge_first = np.concatenate([np.zeros(len(near_start), dtype=int), np.ones(len(near_end), dtype=int), first + 2])
         edge_second = np.concatenate([near_start + 2, near_end + 2, second + 2])
         weights = polyline_length(field, np.stack([nodes[edge_first], nodes[edge_second]], axis=1), 2)
-        route, lengths[p] = _shortest(nodes, edge_first, edge_second, weights)
-        routes.append(route)
-    return routes, lengths
+        routes.append(_shortest(nodes, edge_first, edge_second, weights))
+    return routes
 
 
 def _shortest(nodes, first, second, weights):
-    """The shortest polyline from node 0 to node 1 of the undirected graph with edges ``(first, second)``, and its length."""
+    """The shortest polyline from node 0 to node 1 of the undirected graph with edges ``(first, second)``."""
     graph = coo_array((weights, (first, second)), shape=(len(nodes), len(nodes))).tocsr()
-    distances, predecessors = dijkstra(graph, directed=False, indices=0, return_predecessors=True)
+    _, predecessors = dijkstra(graph, directed=False, indices=0, return_predecessors=True)
     path = [1]
     while path[-1] != 0:
         path.append(predecessors[path[-1]])
-    return nodes[path[::-1]], distances[1]
+    return nodes[path[::-1]]
 
 
 def resample(polyline, n_nodes):

@@ -361,7 +361,7 @@ class EnergyLogSolver:
         n_straight = 0
         if not (all_certified if all_certified is not None else converged.all()):
             uncertain = ~(optimized & (length >= 0) & (error <= self.rtol))  # the distance, whatever the Log
-            n_straight = _keep_within_the_straight_segment(self.field, x, y, velocity, length, error, log_error, uncertain, curves)
+            n_straight = _bound_by_real_curves(self.field, x, y, velocity, length, error, log_error, uncertain, curves)
             converged &= ~uncertain
         self.last_result_ = BoundaryValueResult(
             initial_velocity=velocity.reshape(shape + (self.field.dim,)),
@@ -394,20 +394,19 @@ class EnergyLogSolver:
         again = retry._solve_chunk(point[rows], base_point[rows], log_rtol)
         _, again_length, again_error, again_log_error, _, again_optimized, *_ = again
         certified = _certified(again_optimized, again_length, again_error, again_log_error, self.rtol, log_rtol)
-        better = certified | ((again_length >= 0) & (again_length < length[rows]))
-        for output, part in zip(outputs[:-1], again[:-1]):
-            output[rows[better]] = part[better]
+        _replace_rows(outputs, rows, again, certified | ((again_length >= 0) & (again_length < length[rows])))
 
     def _reroute(self, outputs, point, base_point, log_rtol):
-        """Hard pairs in two dimensions: solve again from the shortest lattice route when that route is shorter.
+        """Hard pairs in two dimensions: solve again from the shortest lattice route, keep the shorter answer.
 
         A pair is hard when it is not certified or needed more than four levels (more than
         ``HARD_LEVELS_FACTOR`` times the first level's segments: a sharp region along its curve,
         where a straight start can pick the wrong side of a center; on the two-metric field of
         the benchmarks no pair is, 7 of 49 Logs need four levels).
-        :func:`~riemlocal.numerics._routes.lattice_routes` searches a lattice around the pair;
-        where its route is shorter than the solver's distance, the solver starts again from it
-        (resampled to ``RETRY_FACTOR * n_segments`` segments, numpy path) and the shorter
+        :func:`~riemlocal.numerics._routes.lattice_routes` searches a lattice around the pair,
+        and the solver starts again from its route, whatever that polyline's own length (a
+        coarse polyline's length says little about the geodesic of its homotopy class),
+        resampled to ``RETRY_FACTOR * n_segments`` segments (numpy path); the shorter
         non-negative result is kept, certified or not. ``outputs`` (of :meth:`_solve_chunk`)
         are updated in place. In more dimensions no global search runs (see the module).
         """
@@ -417,14 +416,11 @@ class EnergyLogSolver:
         n_nodes = RETRY_FACTOR * self.n_segments + 1
         if self.field.dim != 2 or not len(rows) or 4 * (n_nodes - 1) > self.max_segments:
             return
-        routes, _ = lattice_routes(self.field, base_point[rows], point[rows])
-        starts = np.stack([resample(route, n_nodes) for route in routes])
+        starts = np.stack([resample(route, n_nodes) for route in lattice_routes(self.field, base_point[rows], point[rows])])
         retry = copy.copy(self)
         retry.n_segments = n_nodes - 1
         again = retry._solve_numpy(point[rows], base_point[rows], log_rtol, starts)
-        better = (again[1] >= 0) & (again[1] < length[rows])
-        for output, part in zip(outputs[:-1], again[:-1]):
-            output[rows[better]] = part[better]
+        _replace_rows(outputs, rows, again, (again[1] >= 0) & (again[1] < length[rows]))
 
     def _solve_chunk(self, point, base_point, log_rtol):
         """Solve pairs ``(n, dim)``: compiled (Newton, a field with a kernel) or by :meth:`_solve_numpy`."""
@@ -542,6 +538,12 @@ class EnergyLogSolver:
                 )
 
 
+def _replace_rows(outputs, rows, again, better):
+    """Where ``better``, put the results ``again`` of the pairs ``rows`` into ``outputs`` (both of :meth:`EnergyLogSolver._solve_chunk`; not ``n_iter``)."""
+    for output, part in zip(outputs[:-1], again[:-1]):
+        output[rows[better]] = part[better]
+
+
 def _certified(optimized, length, error, log_error, rtol, log_rtol):
     """Pairs whose minimization converged, with a non-negative length and error estimates within the tolerances.
 
@@ -561,11 +563,11 @@ CURVE_GAP = 1e-3
 #: pieces of each segment of an uncertified curve in its length (4 Gauss points each: an uncertified curve
 #: may not resolve its field, e.g. a metric that jumps within one segment)
 CURVE_SUBDIVISIONS = 8
-#: pieces of each straight segment in :func:`_keep_within_the_straight_segment` (4 Gauss points each)
+#: pieces of each straight segment in :func:`_bound_by_real_curves` (4 Gauss points each)
 STRAIGHT_SUBDIVISIONS = 64
 
 
-def _keep_within_the_straight_segment(field, x, y, velocity, length, error, log_error, uncertain, curves):
+def _bound_by_real_curves(field, x, y, velocity, length, error, log_error, uncertain, curves):
     """Keep every uncertified distance (``uncertain``) within the length of a real curve: its own, or the straight segment.
 
     An uncertified extrapolated length can fall far below every curve the solver found,

@@ -10,8 +10,6 @@ from .validation import check_n_jobs
 
 __all__ = ["parallel_imap", "parallel_map", "one_blas_thread", "with_one_blas_thread"]
 
-_CONTROLLER = []  # the process's ThreadpoolController, made on first use (after numpy and scipy loaded their BLAS)
-
 
 def one_blas_thread():
     """Context manager: BLAS and OpenMP pools of this process limited to one thread (threadpoolctl).
@@ -21,9 +19,13 @@ def one_blas_thread():
     work: its threads wait for cores. Entering costs about 30 microseconds, so it wraps
     whole jobs (``fit``, the command line, workers), never single Log or Exp calls.
     """
-    if not _CONTROLLER:
-        _CONTROLLER.append(ThreadpoolController())
-    return _CONTROLLER[0].limit(limits=1)
+    return _controller().limit(limits=1)
+
+
+@functools.lru_cache(maxsize=1)
+def _controller():
+    """The process's ThreadpoolController, made on first use (after numpy and scipy loaded their BLAS)."""
+    return ThreadpoolController()
 
 
 def with_one_blas_thread(method):

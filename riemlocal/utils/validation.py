@@ -158,7 +158,7 @@ def check_tolerance(value, name, minimum=MIN_RTOL):
     value = check_positive(value, name)
     if not minimum <= value <= 1.0:
         raise ValueError(
-            f"{name} must lie in [{minimum:.3g}, 1] (float64 cannot honor a tighter relative tolerance), got {value!r}"
+            f"{name} must lie in [{minimum:.3g}, 1] (float64 cannot honor a relative tolerance below it), got {value!r}"
         )
     return value
 
