@@ -117,9 +117,9 @@ def main():
         print(f"\nmax relative difference, envelope walk vs paper algorithm on {len(checked)} pair(s): {error:.2e}")
 
     X, y = load_iris(return_X_y=True)
-    lazy = LazyField(LDAMetric(), X, y, n_neighbors=20)
+    lazy = LazyField(LDAMetric(), X, y, n_local=20)
     energy, wall, cpu = timed(lambda: distance(lazy, X[0], X[100], rule="line", squared=True))
-    print(f"\nLazyField(LDAMetric(), iris, n_neighbors=20), rule='line' from X[0] to X[100]: "
+    print(f"\nLazyField(LDAMetric(), iris, n_local=20), rule='line' from X[0] to X[100]: "
           f"{wall:.3f} s wall, {cpu:.3f} s CPU, {lazy.cache_info().misses} metric fits, energy {energy:.10g}")
 
 

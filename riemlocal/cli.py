@@ -21,6 +21,7 @@ from pathlib import Path
 
 from . import __version__
 from .datasets import MEASUREMENTS, load_body_measurements, load_body_shapes_csv
+from .distances import RULES
 from .experiments import bodyshape, taxonomy
 from .experiments.geodesic import run_geodesic
 from .experiments.taxonomy import DATASETS
@@ -150,7 +151,7 @@ def build_parser():
         "geodesic",
         help="distance between two points of a saved field by every rule, with a plot",
         description="Load a metric field saved with riemlocal.io.save, print the distance between two points by "
-        "every applicable rule (test, train, line, line_length, geodesic) and plot the straight line and the "
+        f"every registered rule that serves it ({', '.join(RULES)}) and plot the straight line and the "
         "geodesic (2-D: over the field's metric ellipses; higher D: coordinates along both curves).",
     )
     geodesic.add_argument("field", metavar="FIELD.npz", help="a metric field saved with riemlocal.io.save")

@@ -17,8 +17,9 @@ rule               value (a length)                                             
 parameter speed, :math:`L` its length, and by Cauchy--Schwarz and
 minimality :math:`d_{geo} \le L \le \sqrt{E}`. Identical points are at distance 0.
 
-The algorithm follows the field's declared ``structure``
-(:attr:`~riemlocal.fields.MetricField.structure`):
+Each rule is one function in a registry (:data:`RULES`, :func:`register_rule`)
+with the field structures (:attr:`~riemlocal.fields.MetricField.structure`)
+it serves; a rule chooses its algorithm from the structure:
 
 * ``"constant"``: every rule is the Mahalanobis distance;
 * ``"piecewise_constant"``: the field lists the cells each segment crosses
@@ -30,8 +31,10 @@ The algorithm follows the field's declared ``structure``
   no geodesics;
 * ``"piecewise_smooth"``: line rules by adaptive Gauss--Kronrod quadrature
   (relative accuracy about :math:`10^{-10}`); no geodesics;
-* ``"smooth"``: line rules by quadrature, geodesics by
-  :class:`~riemlocal.manifold.LearnedMetricManifold`.
+* ``"smooth"``: line rules by quadrature, geodesics by a Log solver: the
+  ``log_solver`` argument, that of a space
+  (:class:`~riemlocal.manifold.LearnedMetricManifold`) given as ``field``, or
+  by default :class:`~riemlocal.numerics.EnergyLogSolver`.
 
 References
 ----------
@@ -40,33 +43,22 @@ References
 """
 
 import warnings
+from dataclasses import dataclass
+from types import MappingProxyType
 
 import numpy as np
 from joblib import effective_n_jobs
 from scipy.integrate import quad_vec
 from sklearn.exceptions import ConvergenceWarning
 
-from .fields import MetricField
-from .manifold import LearnedMetricManifold
-from .utils.arrays import TASK_ELEMENTS, quadratic_forms, unique_rows
+from .fields import STRUCTURES, MetricField
+from .numerics import EnergyLogSolver
+from .utils.arrays import MAX_PAIRS, TASK_ELEMENTS, quadratic_forms, unique_rows
 from .utils.parallel import parallel_map
 from .utils.validation import check_bool, check_n_jobs, check_option, check_points
 
-__all__ = ["RULES", "RULES_BY_STRUCTURE", "distance", "pairwise_distances"]
+__all__ = ["Rule", "RULES", "register_rule", "unregister_rule", "rules_for", "check_rule", "distance", "pairwise_distances"]
 
-#: names accepted by the ``rule`` argument
-RULES = ("test", "train", "line", "line_length", "geodesic")
-
-#: the rules each declared field structure serves (docs/concepts.rst, "Distance rules"):
-#: geodesics need a smooth field; every other rule has an exact or certified path for every structure
-RULES_BY_STRUCTURE = {
-    "constant": RULES,
-    "smooth": RULES,
-    "piecewise_constant": tuple(rule for rule in RULES if rule != "geodesic"),
-    "piecewise_smooth": tuple(rule for rule in RULES if rule != "geodesic"),
-}
-
-_MAX_PAIRS = 4096  # pairs per task
 _CELL_PAIRS = 2**16  # pairs per segment_cells call (a field shares its per-point work within a call)
 _QUADRATURE_PAIRS = 256  # pairs integrated together by quad_vec (they share subdivisions)
 _QUADRATURE_RTOL = 1e-10
@@ -76,13 +68,101 @@ _GEODESIC_PAIRS = 256  # geodesic problems solved jointly (per pair, 4x cheaper 
 _GEODESIC_SEGMENTS = 6
 
 
-def distance(field, x, y, rule="test", squared=False, *, n_jobs=None, verbose=False):
+# --------------------------------------------------------------------------- the registry
+
+
+@dataclass(frozen=True)
+class Rule:
+    """A registered distance rule (:func:`register_rule`).
+
+    Attributes
+    ----------
+    name : str
+    function : callable
+        ``function(field, X, Y, x_index, y_index, *, n_jobs, verbose, log_solver)`` -> squared
+        distances of the pairs ``(X[x_index[p]], Y[y_index[p]])``, shape ``(n_pairs,)``. ``X`` and
+        ``Y`` hold distinct rows, and no pair is of identical points (those are at distance 0).
+    structures : tuple of str
+        The field structures (:data:`~riemlocal.fields.STRUCTURES`) the rule serves.
+    quantity : str
+        What the rule measures, in one line (tables of ``riemlocal geodesic``).
+    """
+
+    name: str
+    function: object
+    structures: tuple
+    quantity: str
+
+
+_RULES = {}
+#: the registered rules, name -> :class:`Rule` (read-only; see :func:`register_rule`)
+RULES = MappingProxyType(_RULES)
+
+
+def register_rule(name, structures, quantity):
+    """Decorator registering ``function`` as the rule ``name`` for fields of ``structures``.
+
+    Parameters
+    ----------
+    name : str
+        The value of ``rule`` that selects it; not yet registered.
+    structures : sequence of str
+        Field structures it serves, from :data:`~riemlocal.fields.STRUCTURES`.
+    quantity : str
+        What it measures, in one line.
+
+    Returns
+    -------
+    decorator : callable
+        Registers the function (see :attr:`Rule.function`) and returns it unchanged.
+    """
+    if not isinstance(name, str) or name in _RULES:
+        raise ValueError(f"name must be a string not yet registered (registered: {sorted(_RULES)}), got {name!r}")
+    structures = tuple(structures)
+    for structure in structures:
+        check_option(structure, "structures", STRUCTURES)
+
+    def register(function):
+        _RULES[name] = Rule(name, function, structures, quantity)
+        return function
+
+    return register
+
+
+def unregister_rule(name):
+    """Remove the rule ``name`` from the registry."""
+    _RULES.pop(check_option(name, "name", tuple(_RULES)))
+
+
+def rules_for(structure):
+    """Names of the registered rules that serve fields of ``structure``."""
+    return tuple(name for name, rule in _RULES.items() if structure in rule.structures)
+
+
+def check_rule(rule, structure, source):
+    """Return ``rule`` after checking it is registered and serves ``structure`` (the structure of ``source``)."""
+    check_option(rule, "rule", tuple(_RULES))
+    served = _RULES[rule].structures
+    if structure not in served:
+        raise ValueError(
+            f"rule={rule!r} serves fields of structure {' or '.join(map(repr, served))}, but {source} has "
+            f"structure={structure!r}; the rules for it are {', '.join(map(repr, rules_for(structure)))}"
+        )
+    return rule
+
+
+# --------------------------------------------------------------------------- public functions
+
+
+def distance(field, x, y, rule="test", squared=False, *, log_solver=None, n_jobs=None, verbose=False):
     """Distance from query points ``x`` to candidate points ``y`` under a metric field.
 
     Parameters
     ----------
-    field : MetricField
-        Any metric field; its ``structure`` decides the algorithm (module docstring).
+    field : MetricField or LearnedMetricManifold
+        Any metric field; its ``structure`` decides the algorithm (module
+        docstring). A space stands for its field, and its ``metric.log_solver``
+        solves the geodesics.
     x : array-like of shape (..., dim)
         Query points (where the ``"test"`` rule freezes the metric).
     y : array-like of shape (..., dim)
@@ -90,11 +170,17 @@ def distance(field, x, y, rule="test", squared=False, *, n_jobs=None, verbose=Fa
         Per-point work is done once per distinct point, so a query against its
         shortlist is best asked as ``distance(field, x[:, None, :], shortlist)``
         with ``shortlist`` of shape ``(n, S, dim)``.
-    rule : {"test", "train", "line", "line_length", "geodesic"}, default="test"
-        See the module docstring.
+    rule : str, default="test"
+        A registered rule (:data:`RULES`): ``"test"``, ``"train"``, ``"line"``,
+        ``"line_length"``, ``"geodesic"``; see the module docstring.
     squared : bool, default=False
         Return the squared length; for ``"line"`` the segment energy
         :math:`E = d^T [\\int_0^1 M]\\, d` itself.
+    log_solver : object, default=None
+        Solver of the geodesic rule: any object with ``dist(point_a, point_b)``,
+        or with ``log(point, base_point)`` (then the length is the norm of the
+        Log). ``None``: that of the space, else an
+        :class:`~riemlocal.numerics.EnergyLogSolver` of ``field``.
     n_jobs : int, default=None
         Parallel workers (joblib; ``None`` means 1 unless in a
         :func:`joblib.parallel_config` context).
@@ -106,7 +192,7 @@ def distance(field, x, y, rule="test", squared=False, *, n_jobs=None, verbose=Fa
     distances : ndarray of shape (...)
         The broadcast leading shape of ``x`` and ``y`` (a 0-d value for two points).
     """
-    rule = _check_rule(field, rule, squared, n_jobs)
+    field, log_solver = _check_arguments(field, rule, squared, log_solver, n_jobs)
     x = check_points(x, field.dim, "x")
     y = check_points(y, field.dim, "y")
     try:
@@ -117,54 +203,56 @@ def distance(field, x, y, rule="test", squared=False, *, n_jobs=None, verbose=Fa
         ) from exc
     x_index = np.broadcast_to(np.arange(x[..., 0].size).reshape(x.shape[:-1]), batch).ravel()
     y_index = np.broadcast_to(np.arange(y[..., 0].size).reshape(y.shape[:-1]), batch).ravel()
-    values = _evaluate(
-        field, x.reshape(-1, field.dim), y.reshape(-1, field.dim), x_index, y_index, rule, squared, n_jobs, verbose
-    )
+    options = {"n_jobs": n_jobs, "verbose": verbose, "log_solver": log_solver}
+    values = _evaluate(field, x.reshape(-1, field.dim), y.reshape(-1, field.dim), x_index, y_index, rule, squared, options)
     if not np.all(np.isfinite(values)):
         raise ValueError("x and y are too far apart for this field: their distances overflow float64")
     return values.reshape(batch)[()]
 
 
-def pairwise_distances(field, X, Y=None, rule="test", squared=False, n_jobs=None, verbose=False):
+def pairwise_distances(field, X, Y=None, rule="test", squared=False, *, log_solver=None, n_jobs=None, verbose=False):
     """Distances between every row of ``X`` (queries) and every row of ``Y`` (candidates).
 
     Parameters
     ----------
-    field : MetricField
+    field : MetricField or LearnedMetricManifold
     X : array-like of shape (n_samples_X, dim)
     Y : array-like of shape (n_samples_Y, dim), default=None
         ``None`` means ``X``.
-    rule, squared, n_jobs, verbose
+    rule, squared, log_solver, n_jobs, verbose
         As in :func:`distance`; the work is split in chunks of rows of ``X``.
 
     Returns
     -------
     distances : ndarray of shape (n_samples_X, n_samples_Y)
     """
-    rule = _check_rule(field, rule, squared, n_jobs)
+    field, log_solver = _check_arguments(field, rule, squared, log_solver, n_jobs)
     X = _check_matrix(X, field.dim, "X")
     Y = X if Y is None else _check_matrix(Y, field.dim, "Y")
     x_index = np.repeat(np.arange(len(X)), len(Y))
     y_index = np.tile(np.arange(len(Y)), len(X))
-    values = _evaluate(field, X, Y, x_index, y_index, rule, squared, n_jobs, verbose)
+    options = {"n_jobs": n_jobs, "verbose": verbose, "log_solver": log_solver}
+    values = _evaluate(field, X, Y, x_index, y_index, rule, squared, options)
     if not np.all(np.isfinite(values)):
         raise ValueError("X and Y are too far apart for this field: their distances overflow float64")
     return values.reshape(len(X), len(Y))
 
 
-def _check_rule(field, rule, squared, n_jobs):
-    """Check the arguments, and that ``field`` can serve ``rule`` quickly, before any work."""
+def _check_arguments(field, rule, squared, log_solver, n_jobs):
+    """The field (of a space given as ``field``) and the Log solver, after checking every argument before any work."""
+    space_solver = getattr(getattr(field, "metric", None), "log_solver", None)
+    if space_solver is not None and isinstance(getattr(field, "field", None), MetricField):  # a LearnedMetricManifold
+        if log_solver is not None:
+            raise TypeError("give the Log solver once: either a space as field or log_solver, not both")
+        field, log_solver = field.field, space_solver
     if not isinstance(field, MetricField):
-        raise TypeError(f"field must be a MetricField, got {type(field).__name__}")
-    check_option(rule, "rule", RULES)
+        raise TypeError(f"field must be a MetricField or a LearnedMetricManifold, got {type(field).__name__}")
+    if log_solver is not None and not (hasattr(log_solver, "dist") or hasattr(log_solver, "log")):
+        raise TypeError(f"log_solver must have a method dist(point_a, point_b) or log(point, base_point), got {log_solver!r}")
+    name = type(field).__name__
+    check_rule(rule, field.structure, name)
     check_bool(squared, "squared")
     check_n_jobs(n_jobs)
-    name = type(field).__name__
-    if rule not in RULES_BY_STRUCTURE[field.structure]:
-        raise ValueError(
-            f"rule={rule!r} needs a smooth field, but {name} has structure={field.structure!r} "
-            "(it has no geodesics); use rule='line' or 'line_length'"
-        )
     if (
         rule in ("line", "line_length")
         and field.structure == "piecewise_constant"
@@ -174,7 +262,7 @@ def _check_rule(field, rule, squared, n_jobs):
             f"rule={rule!r} integrates a piecewise-constant field over the cells a segment crosses, but {name} "
             "declares structure='piecewise_constant' without implementing segment_cells(start_point, end_point)"
         )
-    return rule
+    return field, log_solver
 
 
 def _check_matrix(points, dim, name):
@@ -184,60 +272,93 @@ def _check_matrix(points, dim, name):
     return points
 
 
-# --------------------------------------------------------------------------- dispatch
-
-
-def _evaluate(field, X, Y, x_index, y_index, rule, squared, n_jobs, verbose):
-    """Distances for the pairs ``(X[x_index[p]], Y[y_index[p]])``, shape ``(n_pairs,)``."""
+def _evaluate(field, X, Y, x_index, y_index, rule, squared, options):
+    """Distances for the pairs ``(X[x_index[p]], Y[y_index[p]])`` by the registered ``rule``, shape ``(n_pairs,)``."""
     X, x_distinct = unique_rows(X)
     Y, y_distinct = unique_rows(Y)
     x_index, y_index = x_distinct[x_index], y_distinct[y_index]
-    if rule == "train":  # the test rule with the roles swapped: d -> -d, same quadratic form
-        X, Y, x_index, y_index = Y, X, y_index, x_index
     values = np.zeros(len(x_index))
     moving = np.flatnonzero(np.any(X[x_index] != Y[y_index], axis=1))  # identical points are at distance 0
-    if moving.size == 0:
-        return values
-    x_index, y_index = x_index[moving], y_index[moving]
-    length_rule = rule in ("line_length", "geodesic")
-    structure = field.structure
-    if rule == "geodesic" and structure != "constant":
-        metric = LearnedMetricManifold(
-            field, n_jobs=n_jobs, verbose=verbose, chunk_size=_GEODESIC_PAIRS, n_segments=_GEODESIC_SEGMENTS
-        ).metric
-        values[moving] = (metric.squared_dist if squared else metric.dist)(X[x_index], Y[y_index])
-        return values
+    if moving.size:
+        values[moving] = RULES[rule].function(field, X, Y, x_index[moving], y_index[moving], **options)
+    return values if squared else np.sqrt(values)
 
+
+# --------------------------------------------------------------------------- the rules
+
+
+@register_rule("test", STRUCTURES, "sqrt(d^T M(x) d), metric frozen at the first point")
+def _test_rule(field, X, Y, x_index, y_index, *, n_jobs, verbose, **_):
+    return _per_query(_frozen_task, field, X, Y, x_index, y_index, n_jobs, verbose, "test distances")[0]
+
+
+@register_rule("train", STRUCTURES, "sqrt(d^T M(y) d), metric frozen at the second point")
+def _train_rule(field, X, Y, x_index, y_index, **options):
+    """The test rule with the roles swapped: d -> -d, the same quadratic form."""
+    return _test_rule(field, Y, X, y_index, x_index, **options)
+
+
+@register_rule("line", STRUCTURES, "sqrt of the straight segment's energy, sqrt(d^T [int_0^1 M(x + t d) dt] d)")
+def _line_rule(field, X, Y, x_index, y_index, *, n_jobs, verbose, **_):
+    return _segment_integrals(field, X, Y, x_index, y_index, n_jobs, verbose, "line distances")[0]
+
+
+@register_rule("line_length", STRUCTURES, "length of the straight segment, int_0^1 sqrt(d^T M(x + t d) d) dt")
+def _line_length_rule(field, X, Y, x_index, y_index, *, n_jobs, verbose, **_):
+    return _segment_integrals(field, X, Y, x_index, y_index, n_jobs, verbose, "line_length distances")[1] ** 2
+
+
+@register_rule("geodesic", ("constant", "smooth"), "length of the shortest curve (smooth fields only)")
+def _geodesic_rule(field, X, Y, x_index, y_index, *, n_jobs, verbose, log_solver):
+    if field.structure == "constant":
+        return _test_rule(field, X, Y, x_index, y_index, n_jobs=n_jobs, verbose=verbose)
+    if log_solver is None:
+        log_solver = EnergyLogSolver(
+            field, n_segments=_GEODESIC_SEGMENTS, chunk_size=_GEODESIC_PAIRS, n_jobs=n_jobs, verbose=verbose
+        )
+    start, end = X[x_index], Y[y_index]
+    if hasattr(log_solver, "dist"):
+        return log_solver.dist(start, end) ** 2
+    velocity = log_solver.log(end, start)
+    return np.einsum("pi,pi->p", field.metric_vector_product(velocity, start), velocity)
+
+
+# --------------------------------------------------------------------------- tasks
+
+
+def _per_query(task, field, X, Y, x_index, y_index, n_jobs, verbose, description, size=MAX_PAIRS):
+    """``task`` on chunks of at most ``size`` pairs sorted by query; its outputs in the order of the pairs."""
     order = np.argsort(x_index, kind="stable")
     x_index, y_index = x_index[order], y_index[order]
-    size = _MAX_PAIRS
-    if structure == "constant" or rule in ("test", "train"):
-        task = _frozen_task
-    elif structure == "piecewise_constant":
-        task = _cells_task
-        n_tasks = max(effective_n_jobs(n_jobs), -(-len(x_index) // _CELL_PAIRS))
-        size = -(-len(x_index) // n_tasks)
-    else:
-        task = _quadrature_task
     parts = parallel_map(
         task,
         [(field, X, Y, x_index[lo : lo + size], y_index[lo : lo + size]) for lo in range(0, len(x_index), size)],
         n_jobs,
         verbose,
-        f"{rule} distances",
+        description,
     )
-    energy, length = (np.concatenate(part) for part in zip(*parts))
-    raw = length if length_rule else energy
-    values[moving[order]] = raw**2 if (squared and length_rule) else (raw if (squared or length_rule) else np.sqrt(raw))
-    return values
+    outputs = []
+    for output in zip(*parts):
+        values = np.empty(len(order))
+        values[order] = np.concatenate(output)
+        outputs.append(values)
+    return outputs
+
+
+def _segment_integrals(field, X, Y, x_index, y_index, n_jobs, verbose, description):
+    """Energy and length of the straight segments, by the field's structure: exact, sums over cells, or quadrature."""
+    if field.structure == "constant":
+        return _per_query(_frozen_task, field, X, Y, x_index, y_index, n_jobs, verbose, description)
+    if field.structure == "piecewise_constant":
+        n_tasks = max(effective_n_jobs(n_jobs), -(-len(x_index) // _CELL_PAIRS))
+        size = -(-len(x_index) // n_tasks)
+        return _per_query(_cells_task, field, X, Y, x_index, y_index, n_jobs, verbose, description, size)
+    return _per_query(_quadrature_task, field, X, Y, x_index, y_index, n_jobs, verbose, description)
 
 
 def _point_chunks(n_points, per_point):
     step = max(1, TASK_ELEMENTS // per_point)
     return [slice(lo, lo + step) for lo in range(0, n_points, step)]
-
-
-# --------------------------------------------------------------------------- frozen rules
 
 
 def _frozen_task(field, X, Y, x_index, y_index):

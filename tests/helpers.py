@@ -32,7 +32,7 @@ def random_spd(rng, n, dim, condition=10.0):
     return np.einsum("nij,nj,nkj->nik", q, np.exp(rng.uniform(0, np.log(condition), (n, dim))), q)
 
 
-def one_field_of_each_kind(X, y, seed, n_neighbors):
+def one_field_of_each_kind(X, y, seed, n_local):
     """Constant, Nearest, RBF, Smooth, GLML and Lazy fields on labelled data ``(X, y)``, four random centers."""
     rng = np.random.default_rng(seed)
     centers, metrics = rng.normal(size=(4, X.shape[1])), random_spd(rng, 4, X.shape[1])
@@ -42,7 +42,7 @@ def one_field_of_each_kind(X, y, seed, n_neighbors):
         RBFLocalField(centers, metrics, sigma=0.5, proximity=metrics[1]),
         SmoothLocalField(centers, metrics, rho=1.5),
         GLMLField(X, y),
-        LazyField(LDAMetric(), X, y, n_neighbors=n_neighbors),
+        LazyField(LDAMetric(), X, y, n_local=n_local),
     ]
 
 

@@ -30,7 +30,7 @@ def _classes(seed=0):
 
 
 def _fields():
-    return one_field_of_each_kind(*_classes(), seed=1, n_neighbors=15)
+    return one_field_of_each_kind(*_classes(), seed=1, n_local=15)
 
 
 @pytest.mark.parametrize("value", [np.ones(3) + 1j, np.array([1 + 0j, 2, 3]), [1.0, 2.0, 1j]])
@@ -278,8 +278,8 @@ def test_a_learned_zero_metric_raises_unless_the_fallback_is_asked_for():
 def test_placements_pass_the_zero_metric_choice_on():
     X, y = _coinciding_classes()
     with pytest.raises(ValueError, match="metric must be positive semidefinite and nonzero"):
-        LazyField(BoostMetric(), X, y, n_neighbors=6).metric_matrix(X[0])
-    lazy = LazyField(BoostMetric(), X, y, n_neighbors=6, proximity=np.diag([1.0, 3.0]), zero_metric="fallback")
+        LazyField(BoostMetric(), X, y, n_local=6).metric_matrix(X[0])
+    lazy = LazyField(BoostMetric(), X, y, n_local=6, proximity=np.diag([1.0, 3.0]), zero_metric="fallback")
     with pytest.warns(RuntimeWarning, match="learned a zero metric"):
         np.testing.assert_allclose(lazy.metric_matrix(X[0]), np.diag([1.0, 3.0]) / 4.0 + 1e-6 / 2 * np.eye(2))
     with pytest.raises(ValueError, match="zero_metric must be one of"):

@@ -88,7 +88,7 @@ def outcome(call, *names, expected_shape=None):
 
 
 def _fields():
-    return one_field_of_each_kind(*_classification(), seed=0, n_neighbors=8)
+    return one_field_of_each_kind(*_classification(), seed=0, n_local=8)
 
 
 def _classification(n=12):
@@ -132,7 +132,7 @@ def test_data_field_constructors(X, y, scale):
     labels = {"two": np.arange(n) % 2, "one": np.zeros(n), "mixed": np.array([0, "a"] * n, dtype=object)[:n], "short": np.zeros(1), "nan": np.full(n, np.nan)}[y]
     for make, names in (
         (lambda: GLMLField(X, labels, gamma=scale), ("X", "y", "gamma", "reg_covar")),
-        (lambda: LazyField(LDAMetric(), X, labels, n_neighbors=4), ("X", "y")),
+        (lambda: LazyField(LDAMetric(), X, labels, n_local=4), ("X", "y")),
     ):
         try:
             field = make()

@@ -537,7 +537,7 @@ def test_bad_input():
     x, y = np.zeros(2), np.ones(2)
     with pytest.raises(ValueError, match="rule must be one of"):
         distance(nearest, x, y, rule="straight")
-    with pytest.raises(ValueError, match=re.escape("rule='geodesic' needs a smooth field")):
+    with pytest.raises(ValueError, match=re.escape("rule='geodesic' serves fields of structure 'constant' or 'smooth'")):
         distance(nearest, x, y, rule="geodesic")
     with pytest.raises(ValueError, match="rule='geodesic'"):
         pairwise_distances(nearest, x[None], rule="geodesic")

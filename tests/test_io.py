@@ -213,7 +213,7 @@ def test_lazy_field_round_trip_stores_its_learner_and_data(tmp_path):
     from riemlocal.fields import LazyField
 
     X, y = _wine()
-    field = LazyField(LDAMetric(), X, y, n_neighbors=20)
+    field = LazyField(LDAMetric(), X, y, n_local=20)
     rio.save(field, tmp_path / "lazy.npz")
     loaded = rio.load(tmp_path / "lazy.npz")
     points = X[:4] + 0.05

@@ -8,7 +8,7 @@ from helpers import CovarianceLearner
 from sklearn.neighbors import KNeighborsClassifier
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
-from riemlocal.distances import RULES, RULES_BY_STRUCTURE, distance
+from riemlocal.distances import RULES, distance, rules_for
 from riemlocal.fields import LazyField
 from riemlocal.neighbors import (
     GlobalShortlist,
@@ -133,8 +133,8 @@ def test_n_jobs_gives_the_same_predictions(data):
         (dict(rule="geodesics"), "rule must be one of"),
         (dict(decision="vote"), "decision must be one of"),
         (dict(interpolation="cubic"), "interpolation must be one of"),
-        (dict(where="reference", rule="geodesic"), "rule='geodesic' needs a smooth field"),
-        (dict(where="lazy", rule="geodesic"), "rule='geodesic' needs a smooth field"),
+        (dict(where="reference", rule="geodesic"), "rule='geodesic' serves fields of structure 'constant' or 'smooth'"),
+        (dict(where="lazy", rule="geodesic"), "rule='geodesic' serves fields of structure 'constant' or 'smooth'"),
         (dict(n_neighbors=0), "n_neighbors must be an int >= 1"),
         (dict(shortlist=2), "shortlist must be >= n_neighbors=3"),
         (dict(decision="ccknn", n_neighbors=6, shortlist=10), "larger than the smallest class"),
@@ -197,7 +197,7 @@ def test_knn_votes_count_the_k_nearest_labels_with_stable_ties():
 def test_the_table_of_legal_pairs_is_what_fits_and_predicts(where, interpolation):
     X = np.random.default_rng(0).normal(size=(12, 2))
     y = np.array([0] * 6 + [1] * 6)
-    served = RULES_BY_STRUCTURE[field_structure(where, interpolation)]
+    served = rules_for(field_structure(where, interpolation))
     for rule in RULES:
         params = dict(where=where, interpolation=interpolation, rule=rule, shortlist=3, n_local=6, n_references=4)
         if rule in served:
@@ -205,5 +205,5 @@ def test_the_table_of_legal_pairs_is_what_fits_and_predicts(where, interpolation
             clf = LocalMetricKNN(CovarianceLearner(), random_state=0, **params).fit(X, y)
             assert np.all(np.isfinite(clf.local_distances(X[:2] + 0.1)[1]))
         else:
-            with pytest.raises(ValueError, match=f"rule='{rule}' needs"):
+            with pytest.raises(ValueError, match=f"rule='{rule}' serves fields of structure"):
                 LocalMetricKNN(CovarianceLearner(), **params).fit(X, y)

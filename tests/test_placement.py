@@ -228,7 +228,7 @@ def test_n_jobs_gives_the_same_metrics(data):
 def test_lazy_field_learns_on_the_nearest_points_and_caches(data):
     X, y = data
     proximity = np.diag([1.0, 4.0, 0.25])
-    field = LazyField(CovarianceLearner(), X, y, n_neighbors=12, proximity=proximity)
+    field = LazyField(CovarianceLearner(), X, y, n_local=12, proximity=proximity)
     queries = np.array([[0.5, -0.5, 0.2], [2.0, -2.0, 1.0]])
     metrics = field.metric_matrix(queries)
     for query, metric in zip(queries, metrics):
@@ -248,10 +248,10 @@ def test_lazy_field_learns_on_the_nearest_points_and_caches(data):
 def test_lazy_field_cache_is_bounded_and_parallel_is_identical(data):
     X, y = data
     queries = np.random.default_rng(3).normal(size=(9, 3))
-    small = LazyField(CovarianceLearner(), X, y, n_neighbors=20, cache_size=4)
+    small = LazyField(CovarianceLearner(), X, y, n_local=20, cache_size=4)
     first = small.metric_matrix(queries)
     assert small.cache_info().currsize == 4
-    parallel = LazyField(CovarianceLearner(), X, y, n_neighbors=20, n_jobs=2)
+    parallel = LazyField(CovarianceLearner(), X, y, n_local=20, n_jobs=2)
     with parallel_config(backend="threading"):
         np.testing.assert_allclose(parallel.metric_matrix(queries), first)
     np.testing.assert_allclose(small.metric_matrix(queries), first)
@@ -259,7 +259,7 @@ def test_lazy_field_cache_is_bounded_and_parallel_is_identical(data):
 
 @pytest.mark.parametrize(
     "kwargs, error, message",
-    [(dict(n_neighbors=0), ValueError, "n_neighbors must be an int >= 1"),
+    [(dict(n_local=0), ValueError, "n_local must be an int >= 1"),
      (dict(proximity=np.eye(2)), ValueError, "proximity must be 3x3"),
      (dict(cache_size=0), ValueError, "cache_size must be an int >= 1")],
 )
@@ -335,9 +335,9 @@ def test_place_field_lazy_is_a_lazy_field_around_the_global_metric(data):
     X, y = data
     placement, field = place_field(CovarianceLearner(), X, y, "lazy", n_local=12)
     assert placement.where == "global" and isinstance(field, LazyField)
-    assert field.n_neighbors == 12
+    assert field.n_local == 12
     np.testing.assert_allclose(field.proximity, placement.global_metric_)
-    assert place_field(CovarianceLearner(), X, y, "lazy")[1].n_neighbors == 50
+    assert place_field(CovarianceLearner(), X, y, "lazy")[1].n_local == 50
     placement, field = place_field(CovarianceLearner(), X, y, "class", "smooth", 2.0)
     np.testing.assert_array_equal(field.metric_matrix(X[:3]), placement.smooth_field(2.0).metric_matrix(X[:3]))
     with pytest.raises(ValueError, match="where must be one of"):

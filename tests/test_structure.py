@@ -101,7 +101,7 @@ def test_every_field_declares_a_structure():
         NearestLocalField(centers, metrics): ("piecewise_constant", False),
         RBFLocalField(centers, metrics, sigma=1.0): ("smooth", True),
         SmoothLocalField(centers, metrics): ("smooth", True),
-        LazyField(CovarianceLearner(), rng.normal(size=(10, 2)), np.arange(10) % 2, n_neighbors=4): (
+        LazyField(CovarianceLearner(), rng.normal(size=(10, 2)), np.arange(10) % 2, n_local=4): (
             "piecewise_constant",
             False,
         ),
@@ -132,7 +132,7 @@ def test_rules_and_manifold_follow_the_declaration():
     for rule in LINE_RULES:
         with pytest.raises(ValueError, match=re.escape("without implementing segment_cells(start_point, end_point)")):
             distance(field, x, y, rule=rule)
-    with pytest.raises(ValueError, match="rule='geodesic' needs a smooth field"):
+    with pytest.raises(ValueError, match="rule='geodesic' serves fields of structure 'constant' or 'smooth'"):
         distance(field, x, y, rule="geodesic")
     with pytest.raises(ValueError, match="structure='piecewise_constant'"):
         LearnedMetricManifold(field)
@@ -204,7 +204,7 @@ def test_user_piecewise_field_gets_exact_line_rules():
 def lazy_field():
     rng = np.random.default_rng(2)
     X = rng.normal(size=(40, 2)) + np.repeat([[0.0, 0.0], [1.5, 0.5]], 20, axis=0)
-    return LazyField(CovarianceLearner(), X, np.repeat([0, 1], 20), n_neighbors=7)
+    return LazyField(CovarianceLearner(), X, np.repeat([0, 1], 20), n_local=7)
 
 
 def test_lazy_cells_are_the_neighbour_sets_along_the_segment(lazy_field):
@@ -248,7 +248,7 @@ def test_lazy_line_rules_are_exact_finite_sums(lazy_field):
 def test_lazy_iris_line_in_few_fits():
     """Ramanan & Baker's Lazy LDA on iris: one fit per cell, equal to a 4,000-point midpoint sum."""
     X, y = load_iris(return_X_y=True)
-    field = LazyField(LDAMetric(), X, y, n_neighbors=20)
+    field = LazyField(LDAMetric(), X, y, n_local=20)
     energy = distance(field, X[0], X[100], rule="line", squared=True)
     n_cells = field.cache_info().misses
     assert 10 <= n_cells <= 500  # today's quadrature fitted 68,315 metrics
@@ -270,7 +270,7 @@ def test_lazy_cache_is_keyed_by_the_neighbour_set(lazy_field):
 def test_lazy_with_all_points_as_neighbours_is_constant():
     rng = np.random.default_rng(4)
     X, y = rng.normal(size=(8, 2)), np.arange(8) % 2
-    field = LazyField(CovarianceLearner(), X, y, n_neighbors=50)
+    field = LazyField(CovarianceLearner(), X, y, n_local=50)
     metric = field.metric_matrix(np.zeros(2))
     d = np.array([3.0, -1.0])
     assert distance(field, -d, d, rule="line", squared=True) == pytest.approx(4 * d @ metric @ d, rel=1e-13)
@@ -289,7 +289,7 @@ def test_lazy_with_all_points_as_neighbours_is_constant():
 def test_lazy_validates_at_construction(kwargs, error, match):
     X = np.random.default_rng(5).normal(size=(6, 2))
     with pytest.raises(error, match=match):
-        LazyField(CovarianceLearner(), X, np.arange(6) % 2, n_neighbors=3, **kwargs)
+        LazyField(CovarianceLearner(), X, np.arange(6) % 2, n_local=3, **kwargs)
 
 
 # --------------------------------------------------------------------------- identical points, squared, offsets
@@ -331,7 +331,7 @@ def _shifted_fields(offset):
         "constant": ConstantField(metrics[0]),
         "nearest": NearestLocalField(centers + offset, metrics),
         "nearest, global proximity": NearestLocalField(centers + offset, metrics, proximity=metrics[1]),
-        "lazy": LazyField(LabelLearner(), train + offset, labels, n_neighbors=6, rank=None),
+        "lazy": LazyField(LabelLearner(), train + offset, labels, n_local=6, rank=None),
         "lazy, global proximity": LazyField(LabelLearner(), train + offset, labels, 6, metrics[2], rank=None),
     }
 

@@ -69,7 +69,7 @@ def test_constant_glml_and_lazy_fields_are_translation_invariant(offset):
     pairs = [
         (ConstantField(metric), ConstantField(metric)),
         (GLMLField(X, y, gamma=0.5), GLMLField(shifted_X, y, gamma=0.5)),
-        (LazyField(LDAMetric(), X, y, n_neighbors=20), LazyField(LDAMetric(), shifted_X, y, n_neighbors=20)),
+        (LazyField(LDAMetric(), X, y, n_local=20), LazyField(LDAMetric(), shifted_X, y, n_local=20)),
     ]
     for field, shifted in pairs:
         assert _relative_gap(shifted.metric_matrix(shifted_points), field.metric_matrix(points)) < 1e-10, field

@@ -1,4 +1,4 @@
-"""The ``riemlocal geodesic`` command: one pair of points, every distance rule, one plot."""
+"""The ``riemlocal geodesic`` command: one pair of points, every registered distance rule, one plot."""
 
 import json
 import time
@@ -6,33 +6,26 @@ from pathlib import Path
 
 import numpy as np
 
-from ..distances import distance
+from ..distances import RULES, distance, rules_for
 from ..manifold import LearnedMetricManifold
 from ..plotting import plot_coordinates, plot_curves, plot_metric_ellipses
 from ..utils.validation import check_points
 
-__all__ = ["run_geodesic", "RULE_QUANTITIES"]
-
-#: What :func:`riemlocal.distances.distance` returns for each rule, from ``x`` to ``y = x + d``.
-RULE_QUANTITIES = {
-    "test": "sqrt(d^T M(x) d), metric frozen at the first point",
-    "train": "sqrt(d^T M(y) d), metric frozen at the second point",
-    "line": "sqrt of the straight segment's energy, sqrt(d^T [int_0^1 M(x + t d) dt] d)",
-    "line_length": "length of the straight segment, int_0^1 sqrt(d^T M(x + t d) d) dt",
-    "geodesic": "length of the shortest curve (smooth fields only)",
-}
+__all__ = ["run_geodesic"]
 
 
-def _markdown(point_a, point_b, rows):
+def _markdown(field, point_a, point_b, rows):
     lines = [
         f"Distances from {np.array2string(point_a, separator=', ')} to {np.array2string(point_b, separator=', ')}",
         "",
         "| rule | value | seconds | quantity |",
         "|---|---:|---:|---|",
     ]
-    lines += [f"| {rule} | {value:.6g} | {seconds:.3g} | {RULE_QUANTITIES[rule]} |" for rule, value, seconds in rows]
-    if len(rows) < len(RULE_QUANTITIES):
-        lines += ["", "The field is not smooth, so the geodesic rule does not apply."]
+    lines += [f"| {rule} | {value:.6g} | {seconds:.3g} | {RULES[rule].quantity} |" for rule, value, seconds in rows]
+    left_out = [rule for rule in RULES if rule not in rules_for(field.structure)]
+    if left_out:
+        rules = ", ".join(left_out)
+        lines += ["", f"The field is {field.structure.replace('_', '-')}, so the {rules} rule does not apply."]
     return "\n".join(lines)
 
 
@@ -67,7 +60,7 @@ def _figure(field, curves):
 
 
 def run_geodesic(field, point_a, point_b, out=".", n_points=101, n_jobs=None, verbose=False):
-    """Distances between two points by every applicable rule, and a plot of the curves.
+    """Distances between two points by every registered rule that serves the field, and a plot of the curves.
 
     Parameters
     ----------
@@ -91,21 +84,20 @@ def run_geodesic(field, point_a, point_b, out=".", n_points=101, n_jobs=None, ve
     """
     point_a = check_points(point_a, field.dim, "point_a")
     point_b = check_points(point_b, field.dim, "point_b")
-    rules = [rule for rule in RULE_QUANTITIES if rule != "geodesic" or field.is_smooth]
+    space = LearnedMetricManifold(field, n_jobs=n_jobs, verbose=verbose) if field.is_smooth else field
     rows = []
-    for rule in rules:
+    for rule in rules_for(field.structure):
         start = time.perf_counter()
-        value = float(distance(field, point_a, point_b, rule=rule))
+        value = float(distance(space, point_a, point_b, rule=rule))
         rows.append((rule, value, time.perf_counter() - start))
     t = np.linspace(0.0, 1.0, n_points)
     curves = {"straight line": point_a + t[:, None] * (point_b - point_a)}
     if field.is_smooth:
-        space = LearnedMetricManifold(field, n_jobs=n_jobs, verbose=verbose)
         curves["geodesic"] = space.metric.geodesic(point_a, end_point=point_b)(t)
     result = {
         "distances": {rule: value for rule, value, _ in rows},
         "seconds": {rule: seconds for rule, _, seconds in rows},
-        "markdown": _markdown(point_a, point_b, rows),
+        "markdown": _markdown(field, point_a, point_b, rows),
         "files": [],
     }
     if out is not None:

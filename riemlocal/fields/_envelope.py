@@ -25,12 +25,11 @@ from collections import namedtuple
 
 import numpy as np
 
-from ..utils.arrays import TASK_ELEMENTS, quadratic_forms, unique_rows
+from ..utils.arrays import MAX_PAIRS, TASK_ELEMENTS, quadratic_forms, unique_rows
 from ..utils.compiled import cached_njit
 
 __all__ = ["EnvelopeArrays", "envelope_arrays", "envelope_cells"]
 
-_MAX_PAIRS = 4096  # pairs per block
 _WALK_ROWS = 512  # pairs walked together (their (pairs, R) arrays stay in cache)
 _UNIT32 = 2.0**-24  # unit roundoff of float32
 _TINY32 = 2.0**-126  # smallest normal float32: the most an operation loses to underflow
@@ -93,7 +92,7 @@ def envelope_cells(field, start, end):
     order = np.argsort(x_index, kind="stable")
     x_index, y_index = x_index[order], y_index[order]
     context = _envelope_context(field, Y)
-    max_pairs = max(1, min(_MAX_PAIRS, TASK_ELEMENTS // (2 * field.n_centers)))
+    max_pairs = max(1, min(MAX_PAIRS, TASK_ELEMENTS // (2 * field.n_centers)))
     pieces = []
     for block in _blocks(x_index, max_pairs):
         pair, cell, span = _block_cells(context, X, Y, x_index[block], y_index[block])

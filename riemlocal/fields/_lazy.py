@@ -37,7 +37,7 @@ def _learn(learner, X, y, neighbour_sets, options):
 
 
 class LazyField(MetricField):
-    r"""Metric learned at each queried point from its ``n_neighbors`` nearest training points.
+    r"""Metric learned at each queried point from its ``n_local`` nearest training points.
 
     The neighbours are found with the global metric ``proximity``; the
     metric comes from :func:`riemlocal.learners.fit_local_metric` (clone of
@@ -60,7 +60,7 @@ class LazyField(MetricField):
         Training points.
     y : array-like of shape (n_samples,)
         Their labels.
-    n_neighbors : int, default=50
+    n_local : int, default=50
         Neighbourhood size :math:`S` (clipped to ``n_samples``).
     proximity : array-like of shape (dim, dim), default=None
         Global SPD metric defining the neighbours; ``None`` is Euclidean.
@@ -89,7 +89,7 @@ class LazyField(MetricField):
         learner,
         X,
         y,
-        n_neighbors=50,
+        n_local=50,
         proximity=None,
         *,
         rank="auto",
@@ -108,21 +108,21 @@ class LazyField(MetricField):
         y = check_labels(y)
         if y.shape != (len(X),):
             raise ValueError(f"y must have shape ({len(X)},) to match X, got {y.shape}")
-        n_neighbors, cache_size = check_int(n_neighbors, "n_neighbors"), check_int(cache_size, "cache_size")
+        n_local, cache_size = check_int(n_local, "n_local"), check_int(cache_size, "cache_size")
         super().__init__(X.shape[1])
         if proximity is not None:
             proximity = check_spd(proximity, "proximity", dim=self.dim)
             if proximity.ndim != 2:
                 raise ValueError(f"proximity must be one (dim, dim) matrix or None, got shape {proximity.shape}")
         self.learner, self.X, self.y = learner, X, y
-        self.n_neighbors = int(min(n_neighbors, len(X)))
+        self.n_local = int(min(n_local, len(X)))
         self.proximity = proximity
         self.rank, self.normalize, self.ridge = check_rank(rank), normalize, check_positive(ridge, "ridge", strict=False)
         self.zero_metric = check_option(zero_metric, "zero_metric", ("raise", "fallback"))
         self.cache_size, self.n_jobs, self.verbose = int(cache_size), check_n_jobs(n_jobs), verbose
         self._origin = X.mean(axis=0)  # neighbours are searched in centered coordinates (stable at any offset)
         self._map = np.eye(self.dim) if proximity is None else np.linalg.cholesky(proximity)
-        self._index = NearestNeighbors(n_neighbors=self.n_neighbors).fit((X - self._origin) @ self._map)
+        self._index = NearestNeighbors(n_neighbors=self.n_local).fit((X - self._origin) @ self._map)
         self._cache = OrderedDict()
         self._hits = self._misses = 0
 
@@ -130,14 +130,14 @@ class LazyField(MetricField):
         return (points - self._origin) @ self._map
 
     def neighbors(self, base_point):
-        """Indices of the ``n_neighbors`` training points nearest to each point, shape ``(..., n_neighbors)``."""
+        """Indices of the ``n_local`` training points nearest to each point, shape ``(..., n_local)``."""
         x = self._check(base_point)
         flat = x.reshape(-1, self.dim)
         return self._index.kneighbors(self._mapped(flat), return_distance=False).reshape(x.shape[:-1] + (-1,))
 
     def metric_matrix(self, base_point):
         x = self._check(base_point)
-        neighbour_sets = self.neighbors(x).reshape(-1, self.n_neighbors)
+        neighbour_sets = self.neighbors(x).reshape(-1, self.n_local)
         return self._fitted(neighbour_sets).reshape(x.shape + (self.dim,))
 
     def segment_cells(self, start_point, end_point):
@@ -160,8 +160,8 @@ class LazyField(MetricField):
         return SegmentCells(pair, span, cell, self._fitted(neighbour_sets))
 
     def _walk(self, x, y):
-        """Spans and neighbour sets, shape ``(m,)`` and ``(m, n_neighbors)``, of the pieces of ``x -> y``."""
-        n_samples, size = len(self.X), self.n_neighbors
+        """Spans and neighbour sets, shape ``(m,)`` and ``(m, n_local)``, of the pieces of ``x -> y``."""
+        n_samples, size = len(self.X), self.n_local
         if size == n_samples:
             return np.ones(1), np.arange(n_samples)[None]
         candidates = self._candidates(x, y)
@@ -259,4 +259,4 @@ class LazyField(MetricField):
         return np.zeros(x.shape[:-1] + (self.dim,) * 3)
 
     def __repr__(self):
-        return f"LazyField(n_samples={len(self.X)}, dim={self.dim}, n_neighbors={self.n_neighbors})"
+        return f"LazyField(n_samples={len(self.X)}, dim={self.dim}, n_local={self.n_local})"

@@ -4,7 +4,7 @@ A global metric shortlists candidates with a KD-tree (:class:`GlobalShortlist`);
 a local metric field, read through a distance rule, re-ranks them; a vote
 (:func:`knn_votes`) or the class-conditional rule (:func:`ccknn_scores`)
 decides. :class:`LocalMetricKNN` composes these parts; which (where, rule)
-pairs it accepts follows from one table, :data:`riemlocal.distances.RULES_BY_STRUCTURE`.
+pairs it accepts follows from the rule registry, :data:`riemlocal.distances.RULES`.
 """
 
 from ._classifier import LocalMetricKNN

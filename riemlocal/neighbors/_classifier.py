@@ -58,14 +58,15 @@ class LocalMetricKNN(ClassifierMixin, BaseEstimator):
     where : {"global", "class", "exemplar", "reference", "lazy"}, default="global"
         Placement of the local metrics (:class:`~riemlocal.placement.LocalMetrics`),
         or ``"lazy"`` for a :class:`~riemlocal.fields.LazyField`.
-    rule : {"test", "train", "line", "line_length", "geodesic"}, default="test"
-        Distance rule of :mod:`riemlocal.distances`. ``"test"`` and
-        ``"train"`` evaluate the field once per distinct query / candidate
+    rule : str, default="test"
+        A registered distance rule (:data:`riemlocal.distances.RULES`:
+        ``"test"``, ``"train"``, ``"line"``, ``"line_length"``, ``"geodesic"``).
+        ``"test"`` and ``"train"`` evaluate the field once per distinct query / candidate
         (:func:`riemlocal.distances.distance` does the bookkeeping).
         ``"geodesic"`` needs a smooth field (``interpolation="rbf"`` or
         ``"smooth"``); a :class:`LazyField` is piecewise constant, so its
         line rules are exact sums over its cells. The legal pairs follow from
-        :data:`riemlocal.distances.RULES_BY_STRUCTURE`.
+        the structures each rule serves in the registry.
     n_neighbors : int, default=3
         :math:`k` of the decision.
     shortlist : int, default=20
@@ -78,7 +79,7 @@ class LocalMetricKNN(ClassifierMixin, BaseEstimator):
         Field built from placed metrics (eq. 13, eq. 14, Hauberg et al. eq. 6).
     n_local : int or "auto", default="auto"
         Neighbourhood size :math:`S` of local fits: ``n_local`` of
-        :class:`LocalMetrics` and ``n_neighbors`` of the :class:`LazyField`
+        :class:`LocalMetrics` and of the :class:`LazyField`
         (``"auto"``: :data:`riemlocal.placement.NEIGHBOURHOOD_SIZES`, 20 for
         ``"class"``, 50 for ``"exemplar"`` and ``"lazy"``).
     n_references : int, default=50
@@ -89,6 +90,10 @@ class LocalMetricKNN(ClassifierMixin, BaseEstimator):
         Sharpness of ``interpolation="smooth"``.
     cv_smoothing : bool, default=True
         Cross-validated smoothing of reference metrics (eq. 16).
+    log_solver : callable, default=None
+        ``log_solver(field)`` builds the Log solver of rules that solve geodesics
+        (e.g. ``functools.partial(EnergyLogSolver, rtol=1e-4)``); ``None``: the
+        default of :func:`~riemlocal.distances.distance`.
     n_jobs : int, default=None
         Parallel local fits and rule evaluations (joblib).
     verbose : bool, default=False
@@ -142,6 +147,7 @@ class LocalMetricKNN(ClassifierMixin, BaseEstimator):
         sigma="auto",
         rho=1.0,
         cv_smoothing=True,
+        log_solver=None,
         n_jobs=None,
         verbose=False,
         random_state=None,
@@ -159,6 +165,7 @@ class LocalMetricKNN(ClassifierMixin, BaseEstimator):
         self.sigma = sigma
         self.rho = rho
         self.cv_smoothing = cv_smoothing
+        self.log_solver = log_solver
         self.n_jobs = n_jobs
         self.verbose = verbose
         self.random_state = random_state
@@ -255,6 +262,7 @@ class LocalMetricKNN(ClassifierMixin, BaseEstimator):
         candidates = self._shortlist()(X, self.shortlist)
         distances_sq = distance(
             self.field_, X[:, None, :], self.fit_X_[candidates], rule=self.rule, squared=True,
+            log_solver=None if self.log_solver is None else self.log_solver(self.field_),
             n_jobs=self.n_jobs, verbose=self.verbose,
         )
         return candidates, distances_sq

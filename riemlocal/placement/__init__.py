@@ -25,7 +25,7 @@ times rules, not separate code paths.
 """
 
 from ..learners import condition_metric, fit_local_metric
-from ._interpolation import INTERPOLATIONS, WHERE, interpolate, place_field
+from ._interpolation import INTERPOLATIONS, WHERE_OPTIONS, interpolate, place_field
 from ._local_metrics import NEIGHBOURHOOD_SIZES, PLACEMENTS, PROXIMITIES, LocalMetrics, default_learner, validate_classes
 from ._regions import auto_bandwidth
 
@@ -39,7 +39,7 @@ __all__ = [
     "fit_local_metric",
     "condition_metric",
     "PLACEMENTS",
-    "WHERE",
+    "WHERE_OPTIONS",
     "INTERPOLATIONS",
     "NEIGHBOURHOOD_SIZES",
     "PROXIMITIES",

@@ -4,7 +4,7 @@ from ..fields import LazyField
 from ..utils.validation import check_option
 from ._local_metrics import NEIGHBOURHOOD_SIZES, PLACEMENTS, LocalMetrics
 
-__all__ = ["INTERPOLATIONS", "WHERE", "interpolate", "place_field"]
+__all__ = ["INTERPOLATIONS", "WHERE_OPTIONS", "interpolate", "place_field"]
 
 #: interpolation kind -> the :class:`LocalMetrics` method that builds its field
 _BUILDERS = {
@@ -15,7 +15,7 @@ _BUILDERS = {
 #: names accepted by ``interpolation``
 INTERPOLATIONS = tuple(_BUILDERS)
 #: names accepted by ``where`` of :func:`place_field`: the placements, or a LazyField learned at the query
-WHERE = (*PLACEMENTS, "lazy")
+WHERE_OPTIONS = (*PLACEMENTS, "lazy")
 
 
 def interpolate(placement, interpolation="nearest", rho=1.0):
@@ -33,12 +33,12 @@ def place_field(learner, X, y, where, interpolation="nearest", rho=1.0, *, n_loc
     ``options`` go to :class:`LocalMetrics` (``global_learner``,
     ``n_references``, ``sigma``, ...).
     """
-    lazy = check_option(where, "where", WHERE) == "lazy"
+    lazy = check_option(where, "where", WHERE_OPTIONS) == "lazy"
     placement = LocalMetrics(
         learner, where="global" if lazy else where, n_local=n_local, verbose=verbose, **options
     ).fit(X, y)
     if not lazy:
         return placement, interpolate(placement, interpolation, rho)
     size = NEIGHBOURHOOD_SIZES["lazy"] if n_local == "auto" else n_local
-    field = LazyField(learner, X, y, n_neighbors=size, proximity=placement.global_metric_, verbose=verbose)
+    field = LazyField(learner, X, y, n_local=size, proximity=placement.global_metric_, verbose=verbose)
     return placement, field

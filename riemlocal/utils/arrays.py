@@ -6,7 +6,7 @@ import numpy as np
 
 from .compiled import cached_njit
 
-__all__ = ["CACHE_ELEMENTS", "TASK_ELEMENTS", "pair_squared_distances", "quadratic_forms", "unique_rows"]
+__all__ = ["CACHE_ELEMENTS", "MAX_PAIRS", "TASK_ELEMENTS", "pair_squared_distances", "quadratic_forms", "unique_rows"]
 
 #: floats in a temporary that should stay in cache, e.g. (chunk, R, D) blends of a field (512 KB:
 #: 3x faster than 64 MB ones at D = 100)
@@ -14,6 +14,8 @@ CACHE_ELEMENTS = 2**16
 #: floats in the temporaries of one task of a rule or one block of products (32 MB): large enough
 #: that a matrix product reuses its operands, small enough for every worker's memory
 TASK_ELEMENTS = 2**22
+#: point pairs per task of a distance or envelope computation
+MAX_PAIRS = 4096
 #: vectors per matrix up to which :func:`quadratic_forms` makes one compiled pass over the pairs rather
 #: than one product per matrix (at dim = 164: 0.3x the time at 1, 0.87x at 16, 1.2x at 32)
 _GRAM_VECTORS = 16
