@@ -154,14 +154,7 @@ class MetricField:
         return np.stack(columns, axis=-1)
 
     def _central_difference_derivative(self, x):
-        h = self.finite_difference_step * (1.0 + np.abs(x))
-        columns = []
-        for k in range(self.dim):
-            step = np.zeros_like(x)
-            step[..., k] = h[..., k]
-            diff = self.metric_matrix(x + step) - self.metric_matrix(x - step)
-            columns.append(diff / (2.0 * h[..., k, None, None]))
-        return np.stack(columns, axis=-1)
+        return _central_differences(self.metric_matrix, x, self.finite_difference_step)
 
     def metric_vector_product(self, tangent_vec, base_point):
         """:math:`M(x) v`, shape ``(..., dim)``."""
@@ -188,14 +181,7 @@ class MetricField:
         """
         v, x = self._check_pair(tangent_vec, base_point)
         x, v = np.broadcast_arrays(x, v)
-        h = self.finite_difference_step * (1.0 + np.abs(x))
-        columns = []
-        for k in range(self.dim):
-            step = np.zeros_like(x)
-            step[..., k] = h[..., k]
-            diff = self.energy_terms(v, x + step)[1] - self.energy_terms(v, x - step)[1]
-            columns.append(diff / (2.0 * h[..., k, None]))
-        hessian_x = np.stack(columns, axis=-1)
+        hessian_x = _central_differences(lambda point: self.energy_terms(v, point)[1], x, self.finite_difference_step)
         mixed = 2.0 * np.einsum("...jlk,...l->...kj", self.metric_derivative(x), v)
         return 0.5 * (hessian_x + np.swapaxes(hessian_x, -1, -2)), mixed, 2.0 * self.metric_matrix(x)
 
@@ -262,14 +248,7 @@ class MetricField:
         :math:`(k, l)`; error :math:`O(h^2)` with ``second_difference_step``.
         """
         x = self._check(base_point)
-        h = self.second_difference_step * (1.0 + np.abs(x))
-        columns = []
-        for l in range(self.dim):
-            step = np.zeros_like(x)
-            step[..., l] = h[..., l]
-            diff = self.metric_derivative(x + step) - self.metric_derivative(x - step)
-            columns.append(diff / (2.0 * h[..., l, None, None, None]))
-        second = np.stack(columns, axis=-1)
+        second = _central_differences(self.metric_derivative, x, self.second_difference_step)
         return 0.5 * (second + np.swapaxes(second, -1, -2))
 
     def acceleration_derivative(self, tangent_vec, base_point, position_vec, velocity_vec):
@@ -309,6 +288,21 @@ class MetricField:
 
     def __repr__(self):
         return f"{type(self).__name__}(dim={self.dim})"
+
+
+def _central_differences(function, x, relative_step):
+    """Central differences of ``function`` in each coordinate of ``x`` ``(..., dim)``, stacked on a new last axis.
+
+    The step in coordinate :math:`k` is ``relative_step * (1 + |x_k|)``; the error is :math:`O(h^2)`.
+    """
+    h = relative_step * (1.0 + np.abs(x))
+    columns = []
+    for k in range(x.shape[-1]):
+        step = np.zeros_like(x)
+        step[..., k] = h[..., k]
+        diff = function(x + step) - function(x - step)
+        columns.append(diff / (2.0 * h[..., k]).reshape(h.shape[:-1] + (1,) * (diff.ndim - h.ndim + 1)))
+    return np.stack(columns, axis=-1)
 
 
 class ConstantField(MetricField):
