@@ -25,6 +25,7 @@ import numpy as np
 from scipy.integrate import solve_ivp
 
 from .fields import MetricField
+from .numerics import EXP_ATOL_FACTOR, INTEGRATION_RTOL
 from .utils.validation import broadcast_flat, check_points, check_positive, check_tolerance
 
 __all__ = [
@@ -180,7 +181,7 @@ def _along_geodesic(field, base_point, tangent_vec, riders, rider_rhs, times, rt
     Returns the riders at ``times``, shape ``(batch, len(times), m, dim)``.
     """
     check_tolerance(rtol, "rtol")
-    check_positive(atol, "atol")
+    atol = rtol * EXP_ATOL_FACTOR if atol is None else check_positive(atol, "atol")
     batch, dim = base_point.shape
     m = riders.shape[1]
     unique, position = np.unique(times, return_inverse=True)
@@ -206,11 +207,11 @@ def _flat_batch(field, *arrays_and_names):
     return broadcast_flat(_field(field).dim, *arrays_and_names)
 
 
-def parallel_transport(field, tangent_vec, base_point, direction, rtol=1e-10, atol=1e-12):
+def parallel_transport(field, tangent_vec, base_point, direction, rtol=INTEGRATION_RTOL, atol=None):
     r"""Parallel transport of ``tangent_vec`` along :math:`t \mapsto \mathrm{Exp}_x(t\, \text{direction})`, :math:`t \in [0, 1]`.
 
     Integrates :math:`V' = -\Gamma(c', V)` together with the geodesic
-    (Dormand--Prince, tolerances ``rtol``, ``atol``); returns :math:`V(1)`,
+    (Dormand--Prince, tolerances ``rtol``, ``atol``: see :func:`jacobi_field`); returns :math:`V(1)`,
     a tangent vector at :math:`\mathrm{Exp}_x(\text{direction})`, shape ``(..., dim)``.
     The transport is an isometry: :math:`\langle V(1), W(1)\rangle_{c(1)} = \langle V, W\rangle_x`.
     """
@@ -233,7 +234,7 @@ def _variation(field):
     return rhs
 
 
-def jacobi_field(field, tangent_vec, base_point, initial_value, initial_derivative, t=1.0, rtol=1e-10, atol=1e-12):
+def jacobi_field(field, tangent_vec, base_point, initial_value, initial_derivative, t=1.0, rtol=INTEGRATION_RTOL, atol=None):
     r"""Jacobi field :math:`J(t)` along the geodesic :math:`c(t) = \mathrm{Exp}_x(t v)`.
 
     Solves the variational (Jacobi) equation, the linearization of
@@ -252,7 +253,9 @@ def jacobi_field(field, tangent_vec, base_point, initial_value, initial_derivati
     tangent_vec, base_point, initial_value, initial_derivative : array-like of shape (..., dim)
     t : float or array-like of shape (n_times,), default=1.0
     rtol, atol : float
-        Tolerances of the Dormand--Prince integrator.
+        Tolerances of the Dormand--Prince integrator; default
+        :data:`~riemlocal.numerics.INTEGRATION_RTOL` and (``None``) ``rtol *``
+        :data:`~riemlocal.numerics.EXP_ATOL_FACTOR`, as for the Exp solver.
 
     Returns
     -------
@@ -272,7 +275,7 @@ def jacobi_field(field, tangent_vec, base_point, initial_value, initial_derivati
     return result[..., 0, :] if np.ndim(t) == 0 else result
 
 
-def exp_differential(field, tangent_vec, base_point, rtol=1e-10, atol=1e-12):
+def exp_differential(field, tangent_vec, base_point, rtol=INTEGRATION_RTOL, atol=None):
     r"""Jacobians of :math:`\mathrm{Exp}_x(v)` with respect to :math:`v` and to :math:`x`.
 
     Column :math:`b` of :math:`\partial \mathrm{Exp} / \partial v` is the Jacobi

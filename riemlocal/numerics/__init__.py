@@ -34,6 +34,7 @@ from ._solvers import (
     integrate_geodesic,
     solve_boundary_value,
 )
+from ._tolerances import INTEGRATION_RTOL
 
 __all__ = [
     "curve_energy",
@@ -60,6 +61,7 @@ __all__ = [
     "rbf_log_pairs",
     "CHUNK_SIZE",
     "EXP_ATOL_FACTOR",
+    "INTEGRATION_RTOL",
     "RTOL",
     "BoundaryValueResult",
     "EnergyLogSolver",
