@@ -79,7 +79,7 @@ def assert_same_results(compiled, numpy_path):
         assert np.max(np.abs(getattr(compiled, name) - getattr(numpy_path, name))) < 1e-12
     np.testing.assert_array_equal(compiled.n_segments, numpy_path.n_segments)
     np.testing.assert_array_equal(compiled.converged, numpy_path.converged)
-    assert compiled.n_iter == numpy_path.n_iter
+    assert compiled.n_iter_all_levels == numpy_path.n_iter_all_levels
     for a, b in zip(compiled.curves.ravel(), numpy_path.curves.ravel()):
         assert a.shape == b.shape and relative(a, b) < 1e-12
 

@@ -407,7 +407,7 @@ def test_newton_and_lbfgs_find_the_same_geodesics(random_space):
     np.testing.assert_allclose(newton.length, lbfgs.length, rtol=1e-12)
     np.testing.assert_allclose(newton.initial_velocity, lbfgs.initial_velocity, rtol=1e-7, atol=1e-9)
     assert newton.converged.all() and lbfgs.converged.all()
-    assert newton.n_iter <= 30 < 2 * newton.n_iter < lbfgs.n_iter  # quadratic against superlinear convergence, over 3 levels
+    assert newton.n_iter_all_levels <= 30 < 2 * newton.n_iter_all_levels < lbfgs.n_iter_all_levels  # quadratic against superlinear convergence, over 3 levels
 
 
 def test_newton_goes_around_a_hill_where_the_hessian_is_indefinite(monkeypatch):
@@ -431,7 +431,7 @@ def test_newton_goes_around_a_hill_where_the_hessian_is_indefinite(monkeypatch):
     compiled = solve_boundary_value(field, y, x, method="newton")  # the same damped steps in compiled code
     np.testing.assert_allclose(compiled.initial_velocity, newton.initial_velocity, rtol=1e-12)
     np.testing.assert_array_equal(compiled.n_segments, newton.n_segments)
-    assert compiled.n_iter == newton.n_iter
+    assert compiled.n_iter_all_levels == newton.n_iter_all_levels
     lbfgs = solve_boundary_value(field, y, x, method="lbfgs")
     assert newton.converged.all()
     np.testing.assert_allclose(newton.length, lbfgs.length, rtol=1e-7)

@@ -212,7 +212,7 @@ class BoundaryValueResult:
         Whether the minimization converged and ``error_estimate <= rtol``.
     curves : ndarray of object of shape (...)
         The finest discrete geodesic of each pair, shape ``(n_segments + 1, dim)``.
-    n_iter : int
+    n_iter_all_levels : int
         Iterations of the slowest chunk, summed over its levels.
     """
 
@@ -223,7 +223,7 @@ class BoundaryValueResult:
     n_segments: np.ndarray
     converged: np.ndarray
     curves: np.ndarray
-    n_iter: int
+    n_iter_all_levels: int
 
 
 class EnergyLogSolver:
@@ -371,7 +371,7 @@ class EnergyLogSolver:
             n_segments=n_segments.reshape(shape),
             converged=converged.reshape(shape),
             curves=curves.reshape(shape),
-            n_iter=int(n_iter.max()),
+            n_iter_all_levels=int(n_iter.max()),
         )
         if not (all_certified or converged.all()):
             self._warn(optimized, error, log_error, log_rtol, n_straight)
