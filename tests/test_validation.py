@@ -7,8 +7,21 @@ import pytest
 
 from riemlocal import LearnedMetricManifold
 from riemlocal.fields import ConstantField, GLMLField
-from riemlocal.learners import LDAMetric
-from riemlocal.utils.validation import SPD_RTOL, broadcast_flat, check_broadcast, check_spd, is_positive_definite
+from riemlocal.learners import BoostMetric, CCMLMetric, LDAMetric, LMNNMetric
+from riemlocal.neighbors import LocalMetricKNN
+from riemlocal.utils.validation import (
+    SPD_RTOL,
+    broadcast_flat,
+    check_broadcast,
+    check_callable,
+    check_fraction,
+    check_int,
+    check_params,
+    check_spd,
+    is_positive_definite,
+    optional,
+    options,
+)
 
 
 def _rank_deficient(rng, dim, rank, scale=1.0):
@@ -71,3 +84,44 @@ def test_broadcast_errors_name_every_argument_with_its_shape():
     metric = LearnedMetricManifold(ConstantField(np.eye(3))).metric
     with pytest.raises(ValueError, match=re.escape("tangent_vec of shape (4, 3) and base_point of shape (2, 3)")):
         metric.parallel_transport(np.zeros((4, 3)), np.zeros((2, 3)), direction=np.zeros((2, 3)))
+
+
+class Settings:
+    def __init__(self, **params):
+        self.__dict__.update(params)
+
+
+CHECKS = {"kind": options("a", "b"), "size": optional(check_int, "auto", None), "share": check_fraction, "hook": check_callable}
+
+
+def test_parameter_tables_check_every_entry_with_the_helpers_messages():
+    good = Settings(kind="b", size="auto", share=1, hook=len)
+    assert check_params(good, CHECKS) == {"kind": "b", "size": "auto", "share": 1.0, "hook": len}
+    assert check_params(Settings(kind="a", size=None, share=0.5, hook=len), CHECKS)["size"] is None
+    bad = [
+        (dict(kind="c"), ValueError, "kind must be one of ['a', 'b'], got 'c'"),
+        (dict(size="many"), TypeError, "size must be an int, got 'many'"),
+        (dict(size=0), ValueError, "size must be an int >= 1, got 0"),
+        (dict(size=np.arange(2)), TypeError, "size must be an int"),
+        (dict(share=1.5), ValueError, "share must be in (0, 1], got 1.5"),
+        (dict(share=0), ValueError, "share must be > 0, got 0.0"),
+        (dict(hook="len"), TypeError, "hook must be callable, got 'len'"),
+    ]
+    for change, error, message in bad:
+        with pytest.raises(error, match=re.escape(message)):
+            check_params(Settings(**{**good.__dict__, **change}), CHECKS)
+    with pytest.raises(ValueError, match=re.escape("share must be in [0, 1], got 2.0")):
+        check_fraction(2, "share", strict=False)
+
+
+@pytest.mark.parametrize("estimator", [BoostMetric(), CCMLMetric(), LDAMetric(), LMNNMetric(), LocalMetricKNN()])
+def test_every_parameter_table_names_parameters_of_its_estimator(estimator):
+    table = type(estimator)._parameter_checks
+    assert table and set(table) <= set(estimator.get_params(deep=False))
+    check_params(estimator, table)  # the defaults pass
+
+
+def test_the_classifier_checks_its_log_solver_factory():
+    X, y = np.random.default_rng(0).normal(size=(8, 2)), np.repeat([0, 1], 4)
+    with pytest.raises(TypeError, match="log_solver must be callable, got 'energy'"):
+        LocalMetricKNN(log_solver="energy").fit(X, y)

@@ -1,6 +1,7 @@
 r"""BoostMetric: a PSD metric as a boosted sum of trace-one rank-one matrices (Shen et al.)."""
 
 import warnings
+from functools import partial
 
 import numpy as np
 from scipy.linalg import eigh
@@ -13,7 +14,7 @@ from sklearn.utils.validation import validate_data
 from tqdm.auto import tqdm
 
 from ..utils.parallel import with_one_blas_thread
-from ..utils.validation import check_int, check_labels, check_option, check_positive, check_weights
+from ..utils.validation import check_int, check_labels, check_params, check_positive, check_weights, options
 from ._base import MetricLearner, relative_weights
 
 __all__ = ["BoostMetric"]
@@ -119,6 +120,14 @@ class BoostMetric(MetricLearner):
     (13, 13)
     """
 
+    _parameter_checks = {
+        "nu": partial(check_positive, strict=False),
+        "max_iter": check_int,
+        "n_targets": check_int,
+        "eigen_solver": options("auto", "arpack", "dense"),
+        "tol": check_positive,
+    }
+
     def __init__(self, nu=1e-7, *, max_iter=500, n_targets=3, eigen_solver="auto", tol=1e-8, verbose=False):
         self.nu = nu
         self.max_iter = max_iter
@@ -145,11 +154,8 @@ class BoostMetric(MetricLearner):
         -------
         self : BoostMetric
         """
-        nu = check_positive(self.nu, "nu", strict=False)
-        max_iter = check_int(self.max_iter, "max_iter")
-        n_targets = check_int(self.n_targets, "n_targets")
-        check_option(self.eigen_solver, "eigen_solver", {"auto", "arpack", "dense"})
-        tol = check_positive(self.tol, "tol")
+        params = check_params(self, self._parameter_checks)
+        nu, max_iter, n_targets, tol = (params[name] for name in ("nu", "max_iter", "n_targets", "tol"))
         X, y = validate_data(self, X, y, ensure_min_samples=2)
         check_classification_targets(check_labels(y))
         self.classes_, y = np.unique(y, return_inverse=True)

@@ -1,6 +1,7 @@
 r"""Class-conditional metric learning (CCML) and the class-conditional KNN rule (Im & Taylor)."""
 
 import warnings
+from functools import partial
 
 import numpy as np
 from scipy.optimize import minimize
@@ -16,10 +17,13 @@ from ..utils.validation import (
     check_int,
     check_labels,
     check_option,
+    check_params,
     check_points,
     check_positive,
     check_random_state,
     check_weights,
+    optional,
+    options,
 )
 from ._base import MetricLearner
 
@@ -116,6 +120,16 @@ class CCMLMetric(MetricLearner):
     (178, 2)
     """
 
+    _parameter_checks = {
+        "n_neighbors": check_int,
+        "objective": options("local", "class_conditional"),
+        "alpha": partial(check_positive, strict=False),
+        "max_iter": check_int,
+        "tol": check_positive,
+        "random_state": check_random_state,
+        "n_components": optional(check_int, None),
+    }
+
     def __init__(
         self,
         n_components=None,
@@ -156,17 +170,13 @@ class CCMLMetric(MetricLearner):
         -------
         self : CCMLMetric
         """
-        n_neighbors = check_int(self.n_neighbors, "n_neighbors")
-        check_option(self.objective, "objective", {"local", "class_conditional"})
-        alpha = check_positive(self.alpha, "alpha", strict=False)
-        max_iter = check_int(self.max_iter, "max_iter")
-        tol = check_positive(self.tol, "tol")
+        params = check_params(self, self._parameter_checks)
+        n_neighbors, alpha, max_iter, tol = (params[name] for name in ("n_neighbors", "alpha", "max_iter", "tol"))
         X, y = validate_data(self, X, y, ensure_min_samples=2)
         check_classification_targets(check_labels(y))
-        check_random_state(self.random_state)
         self.classes_, y = np.unique(y, return_inverse=True)
         weights = check_weights(sample_weight, X.shape[0])
-        n_components = X.shape[1] if self.n_components is None else check_int(self.n_components, "n_components")
+        n_components = X.shape[1] if self.n_components is None else params["n_components"]
         if n_components > X.shape[1]:
             raise ValueError(f"n_components must be <= n_features={X.shape[1]}, got {n_components}")
         components = self._initial_components(X, weights, n_components)

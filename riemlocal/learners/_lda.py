@@ -1,6 +1,7 @@
 """Weighted, regularized LDA as a metric learner (Ramanan & Baker, eq. LDA)."""
 
 import numbers
+from functools import partial
 
 import numpy as np
 import scipy.linalg
@@ -8,7 +9,15 @@ from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import validate_data
 
 from ..utils.parallel import with_one_blas_thread
-from ..utils.validation import check_labels, check_option, check_positive, check_weights, is_positive_definite
+from ..utils.validation import (
+    check_fraction,
+    check_labels,
+    check_params,
+    check_positive,
+    check_weights,
+    is_positive_definite,
+    options,
+)
 from ._base import MetricLearner
 
 __all__ = ["LDAMetric"]
@@ -130,12 +139,14 @@ class LDAMetric(MetricLearner):
         self.form = form
         self.trace_to_dim = trace_to_dim
 
+    _parameter_checks = {
+        "reg": partial(check_positive, strict=False),
+        "subsample": check_fraction,
+        "form": options("basis", "scatter"),
+    }
+
     def _check_params(self, n_features):
-        check_positive(self.reg, "reg", strict=False)
-        subsample = check_positive(self.subsample, "subsample")
-        if subsample > 1:
-            raise ValueError(f"subsample must be in (0, 1], got {self.subsample!r}")
-        check_option(self.form, "form", {"basis", "scatter"})
+        check_params(self, self._parameter_checks)
         if self.n_components is not None:
             if isinstance(self.n_components, bool) or not isinstance(self.n_components, numbers.Integral):
                 raise TypeError(f"n_components must be an int or None, got {self.n_components!r}")

@@ -2,6 +2,7 @@
 
 import numbers
 import warnings
+from functools import partial
 
 import numpy as np
 import scipy.optimize
@@ -15,9 +16,11 @@ from tqdm.auto import tqdm
 from ..utils.arrays import pair_squared_distances
 from ..utils.parallel import with_one_blas_thread
 from ..utils.validation import (
+    check_fraction,
     check_int,
     check_labels,
     check_option,
+    check_params,
     check_points,
     check_positive,
     check_random_state,
@@ -310,13 +313,13 @@ class LMNNMetric(MetricLearner):
         self.random_state = random_state
         self.verbose = verbose
 
-    def _check_params(self):
-        for name in ("n_targets", "max_iter"):
-            check_int(getattr(self, name), name)
-        check_positive(self.tol, "tol", strict=False)
-        mu = check_positive(self.push_weight, "push_weight", strict=False)
-        if mu > 1:
-            raise ValueError(f"push_weight must be in [0, 1], got {self.push_weight!r}")
+    _parameter_checks = {
+        "n_targets": check_int,
+        "max_iter": check_int,
+        "tol": partial(check_positive, strict=False),
+        "push_weight": partial(check_fraction, strict=False),
+        "random_state": check_random_state,
+    }
 
     def _initial_components(self, X, weights):
         n_features = X.shape[1]
@@ -366,8 +369,7 @@ class LMNNMetric(MetricLearner):
         """
         X, y = validate_data(self, X, y)
         check_classification_targets(check_labels(y))
-        self._check_params()
-        check_random_state(self.random_state)
+        check_params(self, self._parameter_checks)
         weights = relative_weights(check_weights(sample_weight, X.shape[0]))
         present = weights > 0
         X, y, weights = X[present], y[present], weights[present]

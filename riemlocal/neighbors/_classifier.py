@@ -8,7 +8,7 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 from ..distances import distance
 from ..placement import default_learner, place_field, validate_classes
 from ..utils.parallel import with_one_blas_thread
-from ..utils.validation import check_int, check_n_jobs, check_option, check_positive
+from ..utils.validation import check_callable, check_int, check_n_jobs, check_params, check_positive, optional, options
 from ._decision import DECISIONS, ccknn_scores, knn_votes
 from ._shortlist import GlobalShortlist
 from ._taxonomy import check_where_rule
@@ -170,15 +170,21 @@ class LocalMetricKNN(ClassifierMixin, BaseEstimator):
         self.verbose = verbose
         self.random_state = random_state
 
+    _parameter_checks = {
+        "decision": options(*DECISIONS),
+        "n_neighbors": check_int,
+        "shortlist": check_int,
+        "n_local": optional(check_int, "auto"),
+        "rho": check_positive,
+        "log_solver": optional(check_callable, None),
+        "n_jobs": check_n_jobs,
+    }
+
     def _check_params(self):
         check_where_rule(self.where, self.interpolation, self.rule)
-        check_option(self.decision, "decision", DECISIONS)
-        check_int(self.n_neighbors, "n_neighbors")
-        if check_int(self.shortlist, "shortlist") < self.n_neighbors:
+        check_params(self, self._parameter_checks)
+        if self.shortlist < self.n_neighbors:
             raise ValueError(f"shortlist must be >= n_neighbors={self.n_neighbors}, got {self.shortlist!r}")
-        if self.n_local != "auto":
-            check_int(self.n_local, "n_local")
-        check_positive(self.rho, "rho")
 
     def _check_class_sizes(self, n_samples, counts):
         if self.decision == "ccknn" and self.n_neighbors > counts.min():
@@ -203,7 +209,6 @@ class LocalMetricKNN(ClassifierMixin, BaseEstimator):
         self : LocalMetricKNN
         """
         self._check_params()
-        check_n_jobs(self.n_jobs)
         X, y_index = validate_classes(self, X, y)
         self._check_class_sizes(len(X), np.bincount(y_index))
         learner = default_learner() if self.learner is None else self.learner

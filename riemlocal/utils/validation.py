@@ -11,6 +11,7 @@ __all__ = [
     "check_not_text",
     "check_spd",
     "check_positive",
+    "check_fraction",
     "check_tolerance",
     "MIN_RTOL",
     "check_option",
@@ -26,6 +27,10 @@ __all__ = [
     "solve_spd",
     "SPD_RTOL",
     "is_positive_definite",
+    "check_callable",
+    "options",
+    "optional",
+    "check_params",
 ]
 
 #: eigenvalues at or below ``SPD_RTOL`` times the largest one count as zero (rank and definiteness
@@ -148,6 +153,14 @@ def check_positive(value, name, strict=True):
     return value
 
 
+def check_fraction(value, name, strict=True):
+    """Return ``value`` as float after checking it lies in ``(0, 1]`` (``[0, 1]`` if not ``strict``)."""
+    value = check_positive(value, name, strict)
+    if value > 1:
+        raise ValueError(f"{name} must be in {'(0' if strict else '[0'}, 1], got {value!r}")
+    return value
+
+
 #: the smallest relative tolerance float64 can honor in an iterative solver: a thousand roundings
 #: (a tighter one can never be met, and an absolute tolerance derived from it underflows)
 MIN_RTOL = 1e3 * np.finfo(float).eps
@@ -177,17 +190,17 @@ def check_option(value, name, options):
     return value
 
 
-def check_random_state(seed):
+def check_random_state(seed, name="random_state"):
     """Return a :class:`numpy.random.Generator` from ``None``, an int or a Generator."""
     if isinstance(seed, np.random.Generator):
         return seed
     if isinstance(seed, numbers.Integral) and not isinstance(seed, bool) and seed < 0:
-        raise ValueError(f"random_state must be None, a non-negative int or a numpy Generator, got {seed!r}")
+        raise ValueError(f"{name} must be None, a non-negative int or a numpy Generator, got {seed!r}")
     if seed is None or (isinstance(seed, (numbers.Integral, np.random.SeedSequence)) and not isinstance(seed, bool)):
         return np.random.default_rng(seed)
     if isinstance(seed, np.random.RandomState):
         return np.random.default_rng(seed.randint(2**31 - 1))
-    raise TypeError(f"random_state must be None, an int or a numpy Generator, got {seed!r}")
+    raise TypeError(f"{name} must be None, an int or a numpy Generator, got {seed!r}")
 
 
 def check_int(value, name, minimum=1):
@@ -216,14 +229,14 @@ def check_weights(sample_weight, n_samples):
     return weights
 
 
-def check_n_jobs(n_jobs):
+def check_n_jobs(n_jobs, name="n_jobs"):
     """Return ``n_jobs`` after checking it is ``None`` or a nonzero int (joblib: -1 is all cores, -2 all but one)."""
     if n_jobs is None:
         return None
     if isinstance(n_jobs, bool) or not isinstance(n_jobs, numbers.Integral):
-        raise TypeError(f"n_jobs must be None or an int, got {n_jobs!r}")
+        raise TypeError(f"{name} must be None or an int, got {n_jobs!r}")
     if n_jobs == 0:
-        raise ValueError("n_jobs must be None or a nonzero int (1: no parallelism, -1: all cores), got 0")
+        raise ValueError(f"{name} must be None or a nonzero int (1: no parallelism, -1: all cores), got 0")
     return int(n_jobs)
 
 
@@ -269,3 +282,37 @@ def solve_spd(matrices, vectors):
         if info == 0:
             return solution[None]
     return np.linalg.solve(matrices, vectors[..., None])[..., 0]
+
+
+# --------------------------------------------------------------------------- declarative parameter checks
+# An estimator lists its parameters' constraints in a table (name -> constraint), in the spirit of
+# scikit-learn's ``_parameter_constraints``. A constraint is a function ``(value, name) -> value`` that
+# raises a TypeError or ValueError naming the parameter: a ``check_*`` helper above, or one made below.
+
+
+def check_callable(value, name):
+    """Return ``value`` after checking it is callable."""
+    if not callable(value):
+        raise TypeError(f"{name} must be callable, got {value!r}")
+    return value
+
+
+def options(*values):
+    """The constraint "one of ``values``" (:func:`check_option`)."""
+    return lambda value, name: check_option(value, name, values)
+
+
+def optional(constraint, *literals):
+    """The constraint "one of ``literals`` (e.g. ``None``, ``"auto"``), or a value meeting ``constraint``"."""
+
+    def check(value, name):
+        if (value is None or isinstance(value, str)) and value in literals:
+            return value
+        return constraint(value, name)
+
+    return check
+
+
+def check_params(owner, constraints):
+    """Check the attributes of ``owner`` named in ``constraints`` (name -> constraint); return their checked values by name."""
+    return {name: constraint(getattr(owner, name), name) for name, constraint in constraints.items()}
