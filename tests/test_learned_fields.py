@@ -12,6 +12,7 @@ from sklearn.preprocessing import StandardScaler
 from riemlocal.distances import distance
 from riemlocal.learners import LDAMetric, LMNNMetric, bound_condition, condition_numbers
 from riemlocal.manifold import LearnedMetricManifold
+from riemlocal.numerics import EnergyLogSolver
 from riemlocal.placement import CONDITION_WARNING, LocalMetrics
 
 
@@ -125,3 +126,10 @@ def test_geodesics_on_a_bounded_iris_field_are_certified_symmetric_and_below_the
     assert np.all(forward.length <= line * (1 + solver.rtol))
     assert np.any(forward.length < line * (1 - 1e-3))  # the field is curved: some geodesics bend
 
+
+def test_uncertified_warning_names_the_fields_conditioning(iris):
+    X, y = iris
+    field = fit_quietly(LocalMetrics(LMNNMetric(), where="class"), X, y).smooth_field(rho=1.0)
+    solver = EnergyLogSolver(field, n_segments=2, max_segments=4)
+    with pytest.warns(ConvergenceWarning, match=r"condition numbers up to 4e\+06.*LocalMetrics\(max_condition=\.\.\.\)"):
+        solver.solve(X[100], X[0])
