@@ -5,7 +5,16 @@ from ._boostmetric import BoostMetric
 from ._ccml import CCMLMetric
 from ._lda import LDAMetric
 from ._lmnn import LMNNMetric
-from ._local_fit import WEIGHT_FLOOR, check_learner, check_rank, condition_metric, fit_local_metric
+from ._local_fit import (
+    WEIGHT_FLOOR,
+    bound_condition,
+    check_learner,
+    check_max_condition,
+    check_rank,
+    condition_metric,
+    condition_numbers,
+    fit_local_metric,
+)
 
 __all__ = [
     "MetricLearner",
@@ -15,6 +24,9 @@ __all__ = [
     "CCMLMetric",
     "fit_local_metric",
     "condition_metric",
+    "condition_numbers",
+    "bound_condition",
+    "check_max_condition",
     "check_rank",
     "check_learner",
     "WEIGHT_FLOOR",

@@ -13,7 +13,16 @@ from sklearn.utils.validation import has_fit_parameter
 
 from ..utils.validation import SPD_RTOL, check_labels, check_option, check_points, check_positive, check_weights
 
-__all__ = ["fit_local_metric", "condition_metric", "check_rank", "check_learner", "WEIGHT_FLOOR"]
+__all__ = [
+    "fit_local_metric",
+    "condition_metric",
+    "condition_numbers",
+    "bound_condition",
+    "check_max_condition",
+    "check_rank",
+    "check_learner",
+    "WEIGHT_FLOOR",
+]
 
 #: samples whose weight is below this fraction of the largest weight are dropped
 #: before a local fit (weight 0 means absent; this also trims RBF tails)
@@ -54,6 +63,54 @@ def condition_metric(metric, normalize=True, ridge=1e-6):
     if normalize:
         metric, trace = metric / trace, 1.0
     return metric + (ridge * trace / dim) * np.eye(dim)
+
+
+def condition_numbers(metrics):
+    """Condition numbers (largest over smallest eigenvalue) of PSD matrices ``(..., dim, dim)``, shape ``(...)``.
+
+    Capped at ``1 / SPD_RTOL``, the value of the matrices singular by the library's rank rule.
+    """
+    eigenvalues = np.linalg.eigvalsh(metrics)
+    largest = eigenvalues[..., -1]
+    return largest / np.maximum(eigenvalues[..., 0], SPD_RTOL * largest)
+
+
+def check_max_condition(max_condition):
+    """Return ``max_condition`` as a float after checking it is ``None`` or a finite number > 1."""
+    if max_condition is None:
+        return None
+    if isinstance(max_condition, bool) or not isinstance(max_condition, numbers.Real):
+        raise TypeError(f"max_condition must be None or a real number, got {max_condition!r}")
+    if not (np.isfinite(max_condition) and max_condition > 1):
+        raise ValueError(f"max_condition must be None or a finite number > 1, got {max_condition!r}")
+    return float(max_condition)
+
+
+def bound_condition(metrics, max_condition):
+    r"""Floor the eigenvalues of SPD ``metrics`` ``(..., dim, dim)`` at :math:`\lambda_{max} /` ``max_condition``.
+
+    Each metric keeps its eigenvectors and largest eigenvalue; its condition
+    number becomes at most ``max_condition``. Metrics already within the
+    bound, and all with ``max_condition=None``, are returned unchanged.
+
+    Returns
+    -------
+    bounded : ndarray of shape (..., dim, dim)
+    n_clipped : ndarray of int of shape (...)
+        Eigenvalues raised in each metric.
+    """
+    max_condition = check_max_condition(max_condition)
+    metrics = np.array(metrics, dtype=float)
+    if max_condition is None:
+        return metrics, np.zeros(metrics.shape[:-2], dtype=int)
+    eigenvalues, vectors = np.linalg.eigh(metrics)
+    floor = eigenvalues[..., -1:] / max_condition
+    n_clipped = (eigenvalues < floor).sum(axis=-1)
+    rows = n_clipped > 0
+    raised = np.maximum(eigenvalues[rows], floor[rows])
+    bounded = (vectors[rows] * raised[..., None, :]) @ vectors[rows].swapaxes(-1, -2)
+    metrics[rows] = 0.5 * (bounded + bounded.swapaxes(-1, -2))
+    return metrics, n_clipped
 
 
 def _set_rank(estimator, rank):

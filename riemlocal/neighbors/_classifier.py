@@ -90,6 +90,10 @@ class LocalMetricKNN(ClassifierMixin, BaseEstimator):
         Sharpness of ``interpolation="smooth"``.
     cv_smoothing : bool, default=True
         Cross-validated smoothing of reference metrics (eq. 16).
+    max_condition : float > 1 or None, default=None
+        Bound on the condition number of each placed local metric
+        (:class:`~riemlocal.placement.LocalMetrics`); not for ``where="lazy"``,
+        whose metrics are learned at the query.
     log_solver : callable, default=None
         ``log_solver(field)`` builds the Log solver of rules that solve geodesics
         (e.g. ``functools.partial(EnergyLogSolver, rtol=1e-4)``); ``None``: the
@@ -147,6 +151,7 @@ class LocalMetricKNN(ClassifierMixin, BaseEstimator):
         sigma="auto",
         rho=1.0,
         cv_smoothing=True,
+        max_condition=None,
         log_solver=None,
         n_jobs=None,
         verbose=False,
@@ -165,6 +170,7 @@ class LocalMetricKNN(ClassifierMixin, BaseEstimator):
         self.sigma = sigma
         self.rho = rho
         self.cv_smoothing = cv_smoothing
+        self.max_condition = max_condition
         self.log_solver = log_solver
         self.n_jobs = n_jobs
         self.verbose = verbose
@@ -183,6 +189,8 @@ class LocalMetricKNN(ClassifierMixin, BaseEstimator):
     def _check_params(self):
         check_where_rule(self.where, self.interpolation, self.rule)
         check_params(self, self._parameter_checks)
+        if self.where == "lazy" and self.max_condition is not None:
+            raise ValueError("max_condition bounds placed local metrics; where='lazy' learns them at the query: use max_condition=None")
         if self.shortlist < self.n_neighbors:
             raise ValueError(f"shortlist must be >= n_neighbors={self.n_neighbors}, got {self.shortlist!r}")
 
@@ -224,6 +232,7 @@ class LocalMetricKNN(ClassifierMixin, BaseEstimator):
             n_references=self.n_references,
             sigma=self.sigma,
             cv_smoothing=self.cv_smoothing,
+            max_condition=self.max_condition,
             n_jobs=self.n_jobs,
             verbose=self.verbose,
             random_state=self.random_state,

@@ -525,6 +525,15 @@ class EnergyLogSolver:
                 ConvergenceWarning,
                 stacklevel=3,
             )
+        metrics = getattr(self.field, "metrics", None)  # the centers' metrics of a local field
+        if metrics is None:
+            cause = "raise max_segments, or rtol if it is tighter than needed"
+        else:
+            eigenvalues = np.linalg.eigvalsh(metrics)
+            cause = (
+                f"the field's metrics have condition numbers up to {(eigenvalues[:, -1] / eigenvalues[:, 0]).max():.3g}: "
+                "above about 1e3, bound them with LocalMetrics(max_condition=...), e.g. 100, rather than raising max_segments"
+            )
         for what, estimate, tolerance, name in (("distance", error, self.rtol, "rtol"), ("Log", log_error, log_rtol, "log_rtol")):
             uncertified = estimate > tolerance
             if uncertified.any():
@@ -532,7 +541,8 @@ class EnergyLogSolver:
                     f"geodesic {what} not certified for {int(uncertified.sum())} of {len(estimate)} pairs at "
                     f"max_segments={self.max_segments}: estimated relative error up to {estimate.max():.3g} > "
                     f"{name}={tolerance:.3g}"
-                    + ("; their distances are the lengths of the curves returned (upper bounds)" if what == "distance" else ""),
+                    + ("; their distances are the lengths of the curves returned (upper bounds)" if what == "distance" else "")
+                    + f"; {cause}",
                     ConvergenceWarning,
                     stacklevel=3,
                 )

@@ -26,7 +26,15 @@ times rules, not separate code paths.
 
 from ..learners import condition_metric, fit_local_metric
 from ._interpolation import INTERPOLATIONS, WHERE_OPTIONS, interpolate, place_field
-from ._local_metrics import NEIGHBOURHOOD_SIZES, PLACEMENTS, PROXIMITIES, LocalMetrics, default_learner, validate_classes
+from ._local_metrics import (
+    CONDITION_WARNING,
+    NEIGHBOURHOOD_SIZES,
+    PLACEMENTS,
+    PROXIMITIES,
+    LocalMetrics,
+    default_learner,
+    validate_classes,
+)
 from ._regions import auto_bandwidth
 
 __all__ = [
@@ -43,4 +51,5 @@ __all__ = [
     "INTERPOLATIONS",
     "NEIGHBOURHOOD_SIZES",
     "PROXIMITIES",
+    "CONDITION_WARNING",
 ]
