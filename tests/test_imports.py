@@ -25,7 +25,7 @@ LAYERS = {
     "geodesics": 5,
     "connection": 5,
     "manifold": 6,
-    "distances": 6.5,
+    "distances": 5.5,
     "learning": 7,
     "neighbors": 8,
     "datasets": 9,
