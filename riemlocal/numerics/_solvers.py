@@ -239,12 +239,13 @@ class EnergyLogSolver:
     next level would exceed ``max_segments`` is returned with a
     ``ConvergenceWarning`` that gives the estimate.
 
-    A certified distance also passes a curve check (its curve's own length by an
-    independent quadrature within ``CURVE_GAP``, no segment ``JUMP_FACTOR`` times the
-    mean). Hard pairs get a cheap global search (:meth:`_search_routes`): pairs not
+    Hard pairs get a cheap global search (:meth:`_search_routes`): pairs not
     certified, pairs that needed more than ``HARD_LEVELS_FACTOR`` times the first
     level's segments, and every pair of a sharp field
     (:func:`~riemlocal.numerics._routes.sharp_blend`); the other pairs cost no more.
+    The certificate of these pairs also checks their curves (:meth:`_assess`: the
+    curve's own length by an independent quadrature within ``CURVE_GAP``, no segment
+    ``JUMP_FACTOR`` times the mean).
     See docs/concepts.rst, "Geodesics and the manifold".
 
     Parameters
@@ -407,9 +408,9 @@ class EnergyLogSolver:
         (:func:`~riemlocal.numerics._routes.detour_routes`) and, in two dimensions, the
         shortest route of a lattice around it (:func:`~riemlocal.numerics._routes.lattice_routes`),
         each resampled to ``RETRY_FACTOR * n_segments`` segments and minimized at that level
-        (a route's own length says little about the geodesic it leads to). The ``ROUTE_STARTS``
-        whose minimized curves are shortest (:func:`~riemlocal.numerics.polyline_length`) are
-        solved in full (numpy path) from those curves; the best answer replaces the pair's
+        (a route's own length says little about the geodesic it leads to). The lattice route and
+        the candidates whose minimized curves are shortest (:func:`~riemlocal.numerics.polyline_length`),
+        ``ROUTE_STARTS`` in all, are solved in full (numpy path) from those curves; the best answer replaces the pair's
         result where it is better (:func:`_better`). ``outputs`` (of :meth:`_solve_chunk`)
         are updated in place.
         """
@@ -417,18 +418,19 @@ class EnergyLogSolver:
         n_nodes = RETRY_FACTOR * self.n_segments + 1
         if not len(rows) or 4 * (n_nodes - 1) > self.max_segments:
             return
-        starts, owners = [], []
+        starts, owners, lattice = [], [], []
         for row in rows:
             routes = [outputs[6][row]] + detour_routes(self.field, base_point[row], point[row])
             if self.field.dim == 2:
                 routes += lattice_routes(self.field, base_point[row, None], point[row, None])
             starts += [resample(route, n_nodes) for route in routes]
             owners += [row] * len(routes)
+            lattice += [False] * (len(routes) - 1) + [self.field.dim == 2]
         method = resolve_method(self.method, self.field.dim, n_problems=1)  # per pair's worth of work: Newton up to dim = 20
         coarse = minimize_curve_energy(self.field, np.stack(starts)[:, None], method=method, tol=COARSE_TOL_FACTOR * self.tol, max_iter=self.max_iter)
         curves, owners = coarse.curves[:, 0], np.array(owners)
-        order = np.lexsort((polyline_length(self.field, curves, CURVE_SUBDIVISIONS), owners))
-        rank = np.empty(len(order), dtype=int)  # of each candidate among its pair's, shortest first
+        order = np.lexsort((polyline_length(self.field, curves, CURVE_SUBDIVISIONS), ~np.array(lattice), owners))
+        rank = np.empty(len(order), dtype=int)  # of each candidate among its pair's: the lattice route, then the shortest
         rank[order] = np.arange(len(order)) - np.searchsorted(owners[order], owners[order])
         chosen = np.flatnonzero(rank < ROUTE_STARTS)
         retry = copy.copy(self)
@@ -451,17 +453,19 @@ class EnergyLogSolver:
 
         Certified: :func:`_certified`, and the curve's own length (:func:`~riemlocal.numerics.polyline_length`,
         an independent quadrature) within ``CURVE_GAP`` of the distance, with no segment longer than ``JUMP_FACTOR``
-        times the mean (a jump minimizer). The curve check is skipped for pairs certified at the third level
-        (the three levels agree, and their quadrature gap falls as it does where the segments resolve the field):
-        in numpy, it would double the cost of the compiled Log of easy pairs. The bound is a certified distance,
-        else the length of the curve.
+        times the mean (a jump minimizer). The curve check covers the pairs that the global search takes
+        (:meth:`_search_routes`: hard pairs, all pairs of a sharp field), where it costs little; on easy pairs, in
+        numpy, it would add up to half the cost of the compiled Log (D = 10, a pair solved at 64 segments).
+        The bound is a certified distance, else the length of the curve.
         """
         _, length, error, log_error, n_segments, optimized, curves, _ = (part[rows] for part in outputs)
         certified = _certified(optimized, length, error, log_error, self.rtol, log_rtol)
         curve_length, faithful = length.copy(), np.ones(len(length), dtype=bool)
-        checked = np.flatnonzero(~certified | (n_segments > 4 * self.n_segments))
+        checked = np.flatnonzero(~certified | (n_segments > HARD_LEVELS_FACTOR * self.n_segments) | self._sharp_field())
+        if not len(checked):
+            return certified, length
         shapes = np.stack([[len(curves[i]) - 1 for i in checked], np.where(certified[checked], 1, CURVE_SUBDIVISIONS)], axis=1)
-        for nodes, subdivisions in unique_rows(shapes)[0] if len(checked) else ():
+        for nodes, subdivisions in unique_rows(shapes)[0]:
             group = checked[(shapes == (nodes, subdivisions)).all(axis=1)]  # one quadrature per shape
             group_curves = np.stack(curves[group])
             segments = polyline_length(self.field, np.stack([group_curves[:, :-1], group_curves[:, 1:]], axis=2), subdivisions)
