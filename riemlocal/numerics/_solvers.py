@@ -241,7 +241,7 @@ class EnergyLogSolver:
 
     Hard pairs get a cheap global search (:meth:`_search_routes`): pairs not
     certified, pairs that needed more than ``HARD_LEVELS_FACTOR`` times the first
-    level's segments, and every pair of a sharp field
+    level's segments, and every pair of a sharp field of more than two dimensions
     (:func:`~riemlocal.numerics._routes.sharp_blend`); the other pairs cost no more.
     The certificate of these pairs also checks their curves (:meth:`_assess`: the
     curve's own length by an independent quadrature within ``CURVE_GAP``, no segment
@@ -443,9 +443,13 @@ class EnergyLogSolver:
             _replace_rows(outputs, pairs, part, _better(self._assess(part, log_rtol), self._assess(outputs, log_rtol, pairs), self.rtol))
 
     def _sharp_field(self):
-        """:func:`~riemlocal.numerics._routes.sharp_blend` of the field, computed once per field."""
+        """:func:`~riemlocal.numerics._routes.sharp_blend` of a field of more than two dimensions, computed once per field.
+
+        In two dimensions the hard pairs' lattice routes find the detours (searching every pair of a
+        sharp 2-D field made the estimators' tests on one several hundred times slower).
+        """
         if self._sharp is None or self._sharp[0] is not self.field:
-            self._sharp = (self.field, sharp_blend(self.field))
+            self._sharp = (self.field, self.field.dim > 2 and sharp_blend(self.field))
         return self._sharp[1]
 
     def _assess(self, outputs, log_rtol, rows=slice(None)):
