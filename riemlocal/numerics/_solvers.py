@@ -460,7 +460,8 @@ class EnergyLogSolver:
         times the mean (a jump minimizer). The curve check covers the pairs that the global search takes
         (:meth:`_search_routes`: hard pairs, all pairs of a sharp field), where it costs little; on easy pairs, in
         numpy, it would add up to half the cost of the compiled Log (D = 10, a pair solved at 64 segments).
-        The bound is a certified distance, else the length of the curve.
+        The bound is a certified distance, else the length of the curve where two quadratures agree (else infinite:
+        a curve across a singularity of the field, e.g. out of the Poincaré ball, has no reliable length).
         """
         _, length, error, log_error, n_segments, optimized, curves, _ = (part[rows] for part in outputs)
         certified = _certified(optimized, length, error, log_error, self.rtol, log_rtol)
@@ -474,6 +475,9 @@ class EnergyLogSolver:
             group_curves = np.stack(curves[group])
             segments = polyline_length(self.field, np.stack([group_curves[:, :-1], group_curves[:, 1:]], axis=2), subdivisions)
             curve_length[group] = segments.sum(axis=1)
+            if subdivisions > 1:  # an uncertified curve's length bounds the distance where a finer quadrature agrees
+                finer = polyline_length(self.field, group_curves, 2 * subdivisions)
+                curve_length[group] = np.where(np.abs(finer - curve_length[group]) <= CURVE_GAP * finer, curve_length[group], np.inf)
             gap = np.abs(curve_length[group] - length[group])
             faithful[group] = (nodes == 1) | ((gap <= CURVE_GAP * length[group]) & (segments.max(axis=1) <= JUMP_FACTOR * segments.mean(axis=1)))
         certified &= faithful
@@ -605,11 +609,11 @@ def _better(new, old, rtol):
     """Whether answers ``new`` beat ``old``, both ``(certified, upper bound)`` of :meth:`EnergyLogSolver._assess`.
 
     A better answer is more than ``rtol`` shorter (within ``rtol``, the same geodesic: the first one stays);
-    one that gains the certificate may be up to ``CURVE_GAP`` longer, one that loses it never is (the length
-    of an uncertified curve, one that may not resolve its field, is no safe bound).
+    one that gains the certificate may be up to ``CURVE_GAP`` longer, one that loses it must be more than
+    ``CURVE_GAP`` shorter (a real curve that much shorter disproves the old certificate).
     """
     (certified, upper), (old_certified, old_upper) = new, old
-    factor = np.where(certified == old_certified, 1.0 - rtol, np.where(certified, 1.0 + CURVE_GAP, 0.0))
+    factor = np.where(certified == old_certified, 1.0 - rtol, np.where(certified, 1.0 + CURVE_GAP, 1.0 - CURVE_GAP))
     return upper < factor * old_upper
 
 
