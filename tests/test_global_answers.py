@@ -18,6 +18,7 @@ from riemlocal import LearnedMetricManifold, SmoothLocalField
 from riemlocal.distances import distance
 from riemlocal.learners import LDAMetric
 from riemlocal.numerics import EnergyLogSolver, polyline_length
+from riemlocal.numerics._solvers import _object_array
 from riemlocal.placement import LocalMetrics
 
 
@@ -158,3 +159,71 @@ def test_benchmark_hard_pairs_reach_the_independent_reference(condition, rho, se
         result = EnergyLogSolver(field).solve(np.array(y), np.array(x), log_rtol=np.inf)
     assert result.length <= reference * (1 + 1e-4)  # the reference is a real curve: at most round-off above it
     assert result.length >= reference * (1 - 1e-4)  # and the solver's curve is real too
+
+
+def _sharp_field_5d(seed):
+    """Eight random metrics of condition up to 100 at centers uniform in [-2, 2]^5, rho = 2: a nearly piecewise-constant blend."""
+    rng = np.random.default_rng(seed)
+    rotations, _ = np.linalg.qr(rng.normal(size=(8, 5, 5)))
+    eigenvalues = np.exp(rng.uniform(0, np.log(100.0), (8, 5)))
+    return SmoothLocalField(rng.uniform(-2, 2, (8, 5)), np.einsum("rij,rj,rkj->rik", rotations, eigenvalues, rotations), rho=2.0)
+
+
+# (field seed, pair, the straight start's answer, the reference): the reference is the Gauss-Legendre length of a
+# 512-node chain minimized by scipy's L-BFGS (benchmarks/_reference_geodesics.py, independent of the solver) from the
+# best of the straight line, the solver's curves, the detours through the centers and through 8 random waypoints
+HARD_PAIRS_5D = [
+    (100, [-0.075, -1.645, -1.907, -0.095, -0.305], [-1.096, -0.594, 0.995, 0.226, -0.364], 8.679580, 8.07461597),
+    (103, [0.335, -0.596, 1.447, -0.194, 0.135], [0.573, -0.447, -0.012, 1.655, -1.231], 8.263520, 7.74121929),
+    (104, [-1.366, 0.856, 1.493, 1.129, 0.208], [1.08, -1.922, -1.286, 0.445, 0.771], 11.604304, 8.75707861),
+]
+
+
+@pytest.mark.parametrize("seed, x, y, straight_start, reference", HARD_PAIRS_5D)
+def test_hard_pairs_in_five_dimensions_reach_the_independent_reference(seed, x, y, straight_start, reference):
+    field, x, y = _sharp_field_5d(seed), np.array(x), np.array(y)
+    solver = EnergyLogSolver(field)
+    alone = solver._solve_chunk(y[None], x[None], np.inf)[1][0]  # the straight start only: a longer route
+    np.testing.assert_allclose(alone, straight_start, rtol=1e-5)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ConvergenceWarning)
+        result = solver.solve(y, x, log_rtol=np.inf)
+    assert result.converged and abs(result.length - reference) <= 1e-3 * reference
+    assert result.length < alone and result.length < distance(field, x, y, rule="line_length")
+
+
+def test_a_jump_minimizer_is_never_certified():
+    """A curve with one segment 18 times the mean (a jump across the transition) fails the curve check; spread evenly, it passes."""
+    field = SmoothLocalField([[0.0, 0.0], [1.0, 0.0]], [np.eye(2), 100 * np.eye(2)], rho=20.0)
+    x, y = np.array([-1.0, 0.5]), np.array([1.5, 0.5])
+    even = x + np.linspace(0, 1, 33)[:, None] * (y - x)
+    jump = x + np.r_[np.linspace(0, 0.5, 32), 1.0][:, None] * (y - x)
+    solver = EnergyLogSolver(field)
+    for curve, certified in ((even, True), (jump, False)):
+        length = polyline_length(field, curve[None], 8)  # the curve's own length: only the jump fails
+        # reported as solved at 128 segments (a hard pair: easy pairs of a smooth field are not checked)
+        outputs = (np.zeros((1, 2)), length, np.zeros(1), np.zeros(1), np.array([128]), np.ones(1, dtype=bool), _object_array([curve]), np.zeros(1))
+        assert solver._assess(outputs, np.inf)[0][0] == certified
+
+
+def test_a_jump_minimizer_is_repaired():
+    """A solver whose curve jumps into the costly region, with the length its midpoints see and no error estimate: the
+    curve check sends the pair to the global search, which returns the geodesic a plain solve finds, certified."""
+    field = SmoothLocalField([[0.0, 0.0], [1.0, 0.0]], [np.eye(2), 100 * np.eye(2)], rho=2.0)
+    x, y = np.array([-1.0, 0.5]), np.array([1.0, 0.0])  # y at the center of the costly region, inside its transition
+    geodesic = EnergyLogSolver(field).dist(x, y)
+    jump = x + np.r_[np.linspace(0, 0.5, 8), 1.0][:, None] * (y - x)
+    steps, midpoints = np.diff(jump, axis=0), 0.5 * (jump[1:] + jump[:-1])
+    seen = np.sqrt(np.einsum("ni,ni->n", steps, field.metric_vector_product(steps, midpoints))).sum()
+    assert seen < 0.75 * geodesic  # the last segment's midpoint is outside the costly region
+    solver = EnergyLogSolver(field)
+    solve_chunk = solver._solve_chunk
+
+    def jumping(point, base_point, log_rtol):
+        velocity, _, _, log_error, n_segments, optimized, curves, n_iter = solve_chunk(point, base_point, log_rtol)
+        curves[0] = jump
+        return velocity, np.full(1, seen), np.zeros(1), log_error, n_segments, optimized, curves, n_iter
+
+    solver._solve_chunk = jumping
+    result = solver.solve(y, x, log_rtol=np.inf)
+    assert result.converged and abs(result.length - geodesic) <= 1e-6 * geodesic

@@ -1,13 +1,16 @@
-r"""Global routes in two dimensions: shortest lattice polylines, starts for the energy solver on hard pairs.
+r"""Global routes: starting polylines for the energy solver on hard pairs.
 
 The energy solver refines one discrete curve from the straight segment, so it finds the
 geodesic of the route it starts on. Where a sharp field offers a shorter way around
-(the other side of a center), a graph search exposes it: nodes are the pair's endpoints
-and a lattice over its neighbourhood, edges straight segments weighted by their length
-(:func:`~riemlocal.numerics.polyline_length`), and Dijkstra's algorithm gives the
-shortest polyline, a real curve, so an upper bound on the distance. (Polylines through
-the centers of a field, tried for higher dimensions, were never shorter than the
-solver's curve on random fields at D = 5 and 10: 0 of 80 hard pairs.)
+(the other side of a center, a detour through a cheaper region), other starts expose it.
+Graph searches give them: nodes are the pair's endpoints and a lattice over its
+neighbourhood (two dimensions) or the field's centers (any dimension), edges straight
+segments weighted by their length (:func:`~riemlocal.numerics.polyline_length`), and
+Dijkstra's algorithm gives the shortest polyline. Detours through each single center and
+through a few random waypoints are candidates too. A route's own length says little about the geodesic of its homotopy
+class (a straight detour through a center can be three times the geodesic it leads to,
+at D = 5 on nearly piecewise-constant blends), so the solver minimizes every candidate
+before it compares them.
 """
 
 import numpy as np
@@ -16,12 +19,44 @@ from scipy.sparse.csgraph import dijkstra
 
 from ._energy import polyline_length
 
-__all__ = ["LATTICE_NODES", "lattice_routes", "resample"]
+__all__ = ["LATTICE_NODES", "SHARP_BLEND", "WAYPOINTS", "detour_routes", "lattice_routes", "resample", "sharp_blend"]
 
 #: nodes per side of the lattice of :func:`lattice_routes`, and its neighbours: the 16 directions of steps
 #: (1, 0), (1, 1), (1, 2) and their symmetries (angles within 13 degrees of any direction)
 LATTICE_NODES = 65
 _STEPS = ((0, 1), (1, 0), (1, 1), (1, -1), (1, 2), (2, 1), (1, -2), (2, -1))
+
+
+#: a field is sharp when, between some center and its nearest center, more than this fraction of the change
+#: of :math:`\log u^T M u` (u their direction) happens within one sixteenth of the way (:func:`sharp_blend`)
+SHARP_BLEND = 0.5
+_PROBES = 16
+#: random waypoints of :func:`detour_routes` (on the fields of ``benchmarks/bench_hard_geometry.py`` at D = 5,
+#: a pair whose best route passes by no center's detour)
+WAYPOINTS = 8
+
+
+def sharp_blend(field):
+    """Whether the field's metric changes abruptly between its centers (``field.centers``; none: ``False``).
+
+    On the segment from each center to its nearest center, ``log u^T M u`` (``u`` the
+    segment's direction) is sampled at 17 points; the field is sharp when the largest
+    of the 16 changes exceeds ``SHARP_BLEND`` times their sum on some segment. Nearly
+    piecewise-constant blends (sparse centers, large ``rho`` or condition) are sharp, at
+    0.55--1.0 on the fields of ``benchmarks/bench_hard_geometry.py`` at D = 5 and 10;
+    the smooth blends of ``benchmarks/bench_geodesics.py`` are at 0.11--0.28.
+    """
+    centers = getattr(field, "centers", None)
+    if centers is None or len(centers) < 2:
+        return False
+    gaps = np.linalg.norm(centers[:, None] - centers[None], axis=-1)
+    np.fill_diagonal(gaps, np.inf)
+    direction = centers[gaps.argmin(axis=1)] - centers
+    points = centers[:, None] + np.linspace(0.0, 1.0, _PROBES + 1)[:, None] * direction[:, None]
+    directions = np.broadcast_to(direction[:, None], points.shape)
+    speed = np.log(np.einsum("rkd,rkd->rk", directions, field.metric_vector_product(directions, points)))
+    change = np.abs(np.diff(speed, axis=1))
+    return bool(np.any(change.max(axis=1) > SHARP_BLEND * change.sum(axis=1)))
 
 
 def lattice_routes(field, base_point, point):
@@ -54,6 +89,26 @@ def lattice_routes(field, base_point, point):
         weights = polyline_length(field, np.stack([nodes[edge_first], nodes[edge_second]], axis=1), 2)
         routes.append(_shortest(nodes, edge_first, edge_second, weights))
     return routes
+
+
+def detour_routes(field, start, end):
+    """Routes from ``start`` to ``end`` (``(dim,)`` each): detours through the centers and through waypoints.
+
+    The detours through each center of the field (``field.centers``, if it has them) and
+    through ``WAYPOINTS`` points drawn uniformly (a fixed seed) in the box of the endpoints
+    and the centers, widened by half its diagonal where it has no centers, then the shortest
+    polyline of the complete graph over the endpoints and the centers.
+    """
+    centers = getattr(field, "centers", np.empty((0, len(start))))
+    corners = np.concatenate([start[None], end[None], centers])
+    low, high = corners.min(axis=0), corners.max(axis=0)
+    if not len(centers):
+        low, high = low - 0.5 * np.linalg.norm(high - low), high + 0.5 * np.linalg.norm(high - low)
+    waypoints = np.random.default_rng(0).uniform(low, high, (WAYPOINTS, len(start)))
+    first, second = np.triu_indices(len(corners), 1)
+    weights = polyline_length(field, np.stack([corners[first], corners[second]], axis=1), 2)
+    detours = [np.stack([start, waypoint, end]) for waypoint in np.concatenate([centers, waypoints])]
+    return detours + [_shortest(corners, first, second, weights)]
 
 
 def _shortest(nodes, first, second, weights):

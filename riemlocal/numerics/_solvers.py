@@ -30,8 +30,8 @@ from ..utils.parallel import parallel_map
 from ..utils.validation import broadcast_flat, check_bool, check_int, check_n_jobs, check_option, check_positive, check_tolerance
 from ._compiled_log import FAILED, NEEDS_LEVEL, laplacian_levels, rbf_log_pairs
 from ._energy import initial_velocity, polyline_length
-from ._minimize import METHODS, UNRESOLVED, extrapolate_levels, resolve_method
-from ._routes import lattice_routes, resample
+from ._minimize import COARSE_TOL_FACTOR, METHODS, UNRESOLVED, extrapolate_levels, minimize_curve_energy, resolve_method
+from ._routes import detour_routes, lattice_routes, resample, sharp_blend
 from ._runge_kutta import dormand_prince, rbf_dormand_prince
 
 __all__ = ["CHUNK_SIZE", "EXP_ATOL_FACTOR", "RTOL", "BoundaryValueResult", "EnergyLogSolver", "ODEExpSolver", "integrate_geodesic", "solve_boundary_value"]
@@ -239,6 +239,15 @@ class EnergyLogSolver:
     next level would exceed ``max_segments`` is returned with a
     ``ConvergenceWarning`` that gives the estimate.
 
+    Hard pairs get a cheap global search (:meth:`_search_routes`): pairs not
+    certified, pairs that needed more than ``HARD_LEVELS_FACTOR`` times the first
+    level's segments, and every pair of a sharp field of more than two dimensions
+    (:func:`~riemlocal.numerics._routes.sharp_blend`); the other pairs cost no more.
+    The certificate of these pairs also checks their curves (:meth:`_assess`: the
+    curve's own length by an independent quadrature within ``CURVE_GAP``, no segment
+    ``JUMP_FACTOR`` times the mean).
+    See docs/concepts.rst, "Geodesics and the manifold".
+
     Parameters
     ----------
     field : MetricField
@@ -302,7 +311,7 @@ class EnergyLogSolver:
         self.n_segments, self.rtol, self.log_rtol, self.max_segments = n_segments, rtol, log_rtol, max_segments
         self.tol, self.max_iter, self.method = tol, max_iter, method
         self.chunk_size, self.n_jobs, self.verbose, self.compiled = chunk_size, n_jobs, verbose, compiled
-        self._checked = ()
+        self._checked, self._sharp = (), None
         self._check()
 
     def _check(self):
@@ -344,23 +353,22 @@ class EnergyLogSolver:
         outputs = _map_chunks(
             solve_chunk, y[first], x[first], self.chunk_size, self.n_jobs, self.verbose, "geodesic boundary-value problems"
         )
-        velocity, length, error, log_error, n_segments, optimized, *_ = outputs
-        certified = _certified(optimized, length, error, log_error, self.rtol, log_rtol)
-        all_certified = bool(certified.all())
-        if not all_certified or n_segments.max() > HARD_LEVELS_FACTOR * self.n_segments:  # else nothing to repair
+        certified, sharp = self._assess(outputs, log_rtol)[0], self._sharp_field()
+        if sharp or not certified.all() or outputs[4].max() > HARD_LEVELS_FACTOR * self.n_segments:  # else nothing to repair
             self._retry_finer(outputs, y[first], x[first], log_rtol, certified)
-            self._reroute(outputs, y[first], x[first], log_rtol)
-            certified = all_certified = None
+            hard = sharp | ~self._assess(outputs, log_rtol)[0] | (outputs[4] > HARD_LEVELS_FACTOR * self.n_segments)
+            hard &= outputs[4] > 1  # not the pairs closer than round-off resolves
+            self._search_routes(outputs, y[first], x[first], log_rtol, hard)
+            certified = self._assess(outputs, log_rtol)[0]
+        uncertain = None if certified.all() else ~self._assess(outputs, np.inf)[0][inverse]  # the distance, whatever the Log
         velocity, length, error, log_error, n_segments, optimized, curves, n_iter = (part[inverse] for part in outputs)
         if flipped.any():
             velocity[flipped], log_error[flipped] = np.nan, np.nan  # solved from the other end: no Log at this one
             for row in np.flatnonzero(flipped):
                 curves[row] = curves[row][::-1]
-        # (flipped pairs are distances only: their NaN Log error does not count)
-        converged = _certified(optimized, length, error, log_error, self.rtol, log_rtol) if certified is None else certified[inverse]
-        n_straight = 0
-        if not (all_certified if all_certified is not None else converged.all()):
-            uncertain = ~(optimized & (length >= 0) & (error <= self.rtol))  # the distance, whatever the Log
+        converged, n_straight = certified[inverse], 0
+        if uncertain is not None:
+            error[uncertain & (error <= self.rtol)] = np.inf  # the estimates passed, the curve check failed: no estimate holds
             n_straight = _bound_by_real_curves(self.field, x, y, velocity, length, error, log_error, uncertain, curves)
             converged &= ~uncertain
         self.last_result_ = BoundaryValueResult(
@@ -373,7 +381,7 @@ class EnergyLogSolver:
             curves=curves.reshape(shape),
             n_iter_all_levels=int(n_iter.max()),
         )
-        if not (all_certified or converged.all()):
+        if not converged.all():
             self._warn(optimized, error, log_error, log_rtol, n_straight)
         return self.last_result_
 
@@ -382,45 +390,98 @@ class EnergyLogSolver:
 
         A coarse start can settle in a wrong minimizer of the discrete energy (one
         segment jumping across a sharp blend transition at every level); a finer one
-        resolves the transition. The retry replaces a pair's result where it is certified,
-        or shorter and non-negative. ``outputs`` (of :meth:`_solve_chunk`) are updated in place.
+        resolves the transition. The retry replaces a pair's result where it is better
+        (:func:`_better`). ``outputs`` (of :meth:`_solve_chunk`) are updated in place.
         """
-        length = outputs[1]
         rows = np.flatnonzero(~certified)
         if not len(rows) or 4 * RETRY_FACTOR * self.n_segments > self.max_segments:
             return
         retry = copy.copy(self)
         retry.n_segments = RETRY_FACTOR * self.n_segments
         again = retry._solve_chunk(point[rows], base_point[rows], log_rtol)
-        _, again_length, again_error, again_log_error, _, again_optimized, *_ = again
-        certified = _certified(again_optimized, again_length, again_error, again_log_error, self.rtol, log_rtol)
-        _replace_rows(outputs, rows, again, certified | ((again_length >= 0) & (again_length < length[rows])))
+        _replace_rows(outputs, rows, again, _better(self._assess(again, log_rtol), self._assess(outputs, log_rtol, rows), self.rtol))
 
-    def _reroute(self, outputs, point, base_point, log_rtol):
-        """Hard pairs in two dimensions: solve again from the shortest lattice route, keep the shorter answer.
+    def _search_routes(self, outputs, point, base_point, log_rtol, hard):
+        """Hard pairs: solve again from the best routes of a cheap global search, keep the better answer.
 
-        A pair is hard when it is not certified or needed more than four levels (more than
-        ``HARD_LEVELS_FACTOR`` times the first level's segments: a sharp region along its curve,
-        where a straight start can pick the wrong side of a center; on the two-metric field of
-        the benchmarks no pair is, 7 of 49 Logs need four levels).
-        :func:`~riemlocal.numerics._routes.lattice_routes` searches a lattice around the pair,
-        and the solver starts again from its route, whatever that polyline's own length (a
-        coarse polyline's length says little about the geodesic of its homotopy class),
-        resampled to ``RETRY_FACTOR * n_segments`` segments (numpy path); the shorter
-        non-negative result is kept, certified or not. ``outputs`` (of :meth:`_solve_chunk`)
-        are updated in place. In more dimensions no global search runs (see the module).
+        The candidates of a pair are its own curve, its detours through the field's centers and random waypoints
+        (:func:`~riemlocal.numerics._routes.detour_routes`) and, in two dimensions, the
+        shortest route of a lattice around it (:func:`~riemlocal.numerics._routes.lattice_routes`),
+        each resampled to ``RETRY_FACTOR * n_segments`` segments and minimized at that level
+        (a route's own length says little about the geodesic it leads to). The lattice route and
+        the candidates whose minimized curves are shortest (:func:`~riemlocal.numerics.polyline_length`),
+        ``ROUTE_STARTS`` in all, are solved in full (numpy path) from those curves; the best answer replaces the pair's
+        result where it is better (:func:`_better`). ``outputs`` (of :meth:`_solve_chunk`)
+        are updated in place.
         """
-        velocity, length, error, log_error, n_segments, optimized, curves, n_iter = outputs
-        hard = ~_certified(optimized, length, error, log_error, self.rtol, log_rtol) | (n_segments > HARD_LEVELS_FACTOR * self.n_segments)
         rows = np.flatnonzero(hard)
         n_nodes = RETRY_FACTOR * self.n_segments + 1
-        if self.field.dim != 2 or not len(rows) or 4 * (n_nodes - 1) > self.max_segments:
+        if not len(rows) or 4 * (n_nodes - 1) > self.max_segments:
             return
-        starts = np.stack([resample(route, n_nodes) for route in lattice_routes(self.field, base_point[rows], point[rows])])
+        starts, owners, lattice = [], [], []
+        for row in rows:
+            routes = [outputs[6][row]] + detour_routes(self.field, base_point[row], point[row])
+            if self.field.dim == 2:
+                routes += lattice_routes(self.field, base_point[row, None], point[row, None])
+            starts += [resample(route, n_nodes) for route in routes]
+            owners += [row] * len(routes)
+            lattice += [False] * (len(routes) - 1) + [self.field.dim == 2]
+        method = resolve_method(self.method, self.field.dim, n_problems=1)  # per pair's worth of work: Newton up to dim = 20
+        coarse = minimize_curve_energy(self.field, np.stack(starts)[:, None], method=method, tol=COARSE_TOL_FACTOR * self.tol, max_iter=self.max_iter)
+        curves, owners = coarse.curves[:, 0], np.array(owners)
+        order = np.lexsort((polyline_length(self.field, curves, CURVE_SUBDIVISIONS), ~np.array(lattice), owners))
+        rank = np.empty(len(order), dtype=int)  # of each candidate among its pair's: the lattice route, then the shortest
+        rank[order] = np.arange(len(order)) - np.searchsorted(owners[order], owners[order])
+        chosen = np.flatnonzero(rank < ROUTE_STARTS)
         retry = copy.copy(self)
         retry.n_segments = n_nodes - 1
-        again = retry._solve_numpy(point[rows], base_point[rows], log_rtol, starts)
-        _replace_rows(outputs, rows, again, (again[1] >= 0) & (again[1] < length[rows]))
+        again = retry._solve_numpy(point[owners[chosen]], base_point[owners[chosen]], log_rtol, curves[chosen])
+        for k in range(ROUTE_STARTS):  # the best start of each pair first, each answer against the best so far
+            mine = rank[chosen] == k
+            part = tuple(output[mine] for output in again)
+            pairs = owners[chosen][mine]
+            _replace_rows(outputs, pairs, part, _better(self._assess(part, log_rtol), self._assess(outputs, log_rtol, pairs), self.rtol))
+
+    def _sharp_field(self):
+        """:func:`~riemlocal.numerics._routes.sharp_blend` of a field of more than two dimensions, computed once per field.
+
+        In two dimensions the hard pairs' lattice routes find the detours (searching every pair of a
+        sharp 2-D field made the estimators' tests on one several hundred times slower).
+        """
+        if self._sharp is None or self._sharp[0] is not self.field:
+            self._sharp = (self.field, self.field.dim > 2 and sharp_blend(self.field))
+        return self._sharp[1]
+
+    def _assess(self, outputs, log_rtol, rows=slice(None)):
+        """Whether the pairs ``rows`` of ``outputs`` (of :meth:`_solve_chunk`) are certified, and an upper bound on their distances.
+
+        Certified: :func:`_certified`, and the curve's own length (:func:`~riemlocal.numerics.polyline_length`,
+        an independent quadrature) within ``CURVE_GAP`` of the distance, with no segment longer than ``JUMP_FACTOR``
+        times the mean (a jump minimizer). The curve check covers the pairs that the global search takes
+        (:meth:`_search_routes`: hard pairs, all pairs of a sharp field), where it costs little; on easy pairs, in
+        numpy, it would add up to half the cost of the compiled Log (D = 10, a pair solved at 64 segments).
+        The bound is a certified distance, else the length of the curve where two quadratures agree (else infinite:
+        a curve across a singularity of the field, e.g. out of the Poincaré ball, has no reliable length).
+        """
+        _, length, error, log_error, n_segments, optimized, curves, _ = (part[rows] for part in outputs)
+        certified = _certified(optimized, length, error, log_error, self.rtol, log_rtol)
+        curve_length, faithful = length.copy(), np.ones(len(length), dtype=bool)
+        checked = np.flatnonzero(~certified | (n_segments > HARD_LEVELS_FACTOR * self.n_segments) | self._sharp_field())
+        if not len(checked):
+            return certified, length
+        shapes = np.stack([[len(curves[i]) - 1 for i in checked], np.where(certified[checked], 1, CURVE_SUBDIVISIONS)], axis=1)
+        for nodes, subdivisions in unique_rows(shapes)[0]:
+            group = checked[(shapes == (nodes, subdivisions)).all(axis=1)]  # one quadrature per shape
+            group_curves = np.stack(curves[group])
+            segments = polyline_length(self.field, np.stack([group_curves[:, :-1], group_curves[:, 1:]], axis=2), subdivisions)
+            curve_length[group] = segments.sum(axis=1)
+            if subdivisions > 1:  # an uncertified curve's length bounds the distance where a finer quadrature agrees
+                finer = polyline_length(self.field, group_curves, 2 * subdivisions)
+                curve_length[group] = np.where(np.abs(finer - curve_length[group]) <= CURVE_GAP * finer, curve_length[group], np.inf)
+            gap = np.abs(curve_length[group] - length[group])
+            faithful[group] = (nodes == 1) | ((gap <= CURVE_GAP * length[group]) & (segments.max(axis=1) <= JUMP_FACTOR * segments.mean(axis=1)))
+        certified &= faithful
+        return certified, np.where(certified, length, curve_length)
 
     def _solve_chunk(self, point, base_point, log_rtol):
         """Solve pairs ``(n, dim)``: compiled (Newton, a field with a kernel) or by :meth:`_solve_numpy`."""
@@ -554,6 +615,18 @@ def _replace_rows(outputs, rows, again, better):
         output[rows[better]] = part[better]
 
 
+def _better(new, old, rtol):
+    """Whether answers ``new`` beat ``old``, both ``(certified, upper bound)`` of :meth:`EnergyLogSolver._assess`.
+
+    A better answer is more than ``rtol`` shorter (within ``rtol``, the same geodesic: the first one stays);
+    one that gains the certificate may be up to ``CURVE_GAP`` longer, one that loses it must be more than
+    ``CURVE_GAP`` shorter (a real curve that much shorter disproves the old certificate).
+    """
+    (certified, upper), (old_certified, old_upper) = new, old
+    factor = np.where(certified == old_certified, 1.0 - rtol, np.where(certified, 1.0 + CURVE_GAP, 1.0 - CURVE_GAP))
+    return upper < factor * old_upper
+
+
 def _certified(optimized, length, error, log_error, rtol, log_rtol):
     """Pairs whose minimization converged, with a non-negative length and error estimates within the tolerances.
 
@@ -565,7 +638,11 @@ def _certified(optimized, length, error, log_error, rtol, log_rtol):
 
 #: the retry of an uncertified pair starts from this many times the segments (:meth:`EnergyLogSolver._retry_finer`)
 RETRY_FACTOR = 4
-#: a certified pair is searched for a shorter route when it needed more than this many times the first level's segments
+#: hard pairs are solved in full from this many of their candidate routes (:meth:`EnergyLogSolver._search_routes`)
+ROUTE_STARTS = 3
+#: a curve with a segment this many times longer than its mean segment is a jump minimizer, not certified
+JUMP_FACTOR = 8.0
+#: a pair is searched for a shorter route when it needed more than this many times the first level's segments
 HARD_LEVELS_FACTOR = 8
 #: an uncertified extrapolated length more than this fraction below its own curve's length is not believed
 #: (a polyline of 32 or more segments that resolves the field is within about 1e-4 of its limit)
