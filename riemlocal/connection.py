@@ -25,8 +25,8 @@ import numpy as np
 from scipy.integrate import solve_ivp
 
 from .fields import MetricField
-from .numerics import EXP_ATOL_FACTOR, INTEGRATION_RTOL
-from .utils.validation import broadcast_flat, check_points, check_positive, check_tolerance
+from .numerics import INTEGRATION_RTOL, integration_tolerances
+from .utils.validation import broadcast_flat, check_points
 
 __all__ = [
     "christoffels",
@@ -180,8 +180,7 @@ def _along_geodesic(field, base_point, tangent_vec, riders, rider_rhs, times, rt
     repeated ``m`` times to ``(batch * m, dim)`` and ``riders`` flattened alike.
     Returns the riders at ``times``, shape ``(batch, len(times), m, dim)``.
     """
-    check_tolerance(rtol, "rtol")
-    atol = rtol * EXP_ATOL_FACTOR if atol is None else check_positive(atol, "atol")
+    rtol, atol = integration_tolerances(rtol, atol)
     batch, dim = base_point.shape
     m = riders.shape[1]
     unique, position = np.unique(times, return_inverse=True)

@@ -19,6 +19,7 @@ from riemlocal.distances import distance
 from riemlocal.learners import LDAMetric
 from riemlocal.numerics import EnergyLogSolver, polyline_length
 from riemlocal.numerics._solvers import _object_array
+from riemlocal.numerics._routes import sharp_blend
 from riemlocal.placement import LocalMetrics
 
 
@@ -227,3 +228,12 @@ def test_a_jump_minimizer_is_repaired():
     solver._solve_chunk = jumping
     result = solver.solve(y, x, log_rtol=np.inf)
     assert result.converged and abs(result.length - geodesic) <= 1e-6 * geodesic
+
+
+@pytest.mark.parametrize("scale, rho, sharp", [(1.0001, 30.0, False), (30.0, 30.0, True), (30.0, 0.3, False)])
+def test_a_field_is_sharp_when_its_metric_changes_much_and_abruptly(scale, rho, sharp):
+    """Only a large change within a sixteenth of the way between centers triggers the global search on every pair."""
+    centers = np.array([[0.0, 0.0, 0.0], [1.0, 0.0, 0.0], [0.0, 3.0, 0.0]])
+    metrics = np.tile(np.eye(3), (3, 1, 1))
+    metrics[1, 0, 0] = scale  # the speed along the first gap changes by the factor sqrt(scale)
+    assert sharp_blend(SmoothLocalField(centers, metrics, rho=rho)) is sharp

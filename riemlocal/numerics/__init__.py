@@ -26,15 +26,13 @@ from ._minimize import (
 from ._runge_kutta import dormand_prince, rbf_dormand_prince
 from ._solvers import (
     CHUNK_SIZE,
-    EXP_ATOL_FACTOR,
-    RTOL,
     BoundaryValueResult,
     EnergyLogSolver,
     ODEExpSolver,
     integrate_geodesic,
     solve_boundary_value,
 )
-from ._tolerances import INTEGRATION_RTOL
+from ._tolerances import EXP_ATOL_FACTOR, INTEGRATION_RTOL, RTOL, integration_tolerances
 
 __all__ = [
     "curve_energy",
@@ -62,6 +60,7 @@ __all__ = [
     "CHUNK_SIZE",
     "EXP_ATOL_FACTOR",
     "INTEGRATION_RTOL",
+    "integration_tolerances",
     "RTOL",
     "BoundaryValueResult",
     "EnergyLogSolver",

@@ -30,6 +30,8 @@ _STEPS = ((0, 1), (1, 0), (1, 1), (1, -1), (1, 2), (2, 1), (1, -2), (2, -1))
 #: a field is sharp when, between some center and its nearest center, more than this fraction of the change
 #: of :math:`\log u^T M u` (u their direction) happens within one sixteenth of the way (:func:`sharp_blend`)
 SHARP_BLEND = 0.5
+#: ... and when that sixteenth changes :math:`\log u^T M u` by more than this (the speed by about 10%)
+SHARP_CHANGE = 0.1
 _PROBES = 16
 #: random waypoints of :func:`detour_routes` (on the fields of ``benchmarks/bench_hard_geometry.py`` at D = 5,
 #: a pair whose best route passes by no center's detour)
@@ -41,7 +43,8 @@ def sharp_blend(field):
 
     On the segment from each center to its nearest center, ``log u^T M u`` (``u`` the
     segment's direction) is sampled at 17 points; the field is sharp when the largest
-    of the 16 changes exceeds ``SHARP_BLEND`` times their sum on some segment. Nearly
+    of the 16 changes exceeds ``SHARP_BLEND`` times their sum, and ``SHARP_CHANGE``, on some
+    segment (a negligible change is not a sharp one, however abrupt). Nearly
     piecewise-constant blends (sparse centers, large ``rho`` or condition) are sharp, at
     0.55--1.0 on the fields of ``benchmarks/bench_hard_geometry.py`` at D = 5 and 10;
     the smooth blends of ``benchmarks/bench_geodesics.py`` are at 0.11--0.28.
@@ -56,7 +59,8 @@ def sharp_blend(field):
     directions = np.broadcast_to(direction[:, None], points.shape)
     speed = np.log(np.einsum("rkd,rkd->rk", directions, field.metric_vector_product(directions, points)))
     change = np.abs(np.diff(speed, axis=1))
-    return bool(np.any(change.max(axis=1) > SHARP_BLEND * change.sum(axis=1)))
+    largest = change.max(axis=1)
+    return bool(np.any((largest > SHARP_BLEND * change.sum(axis=1)) & (largest > SHARP_CHANGE)))
 
 
 def lattice_routes(field, base_point, point):

@@ -25,6 +25,8 @@ from joblib import effective_n_jobs
 from sklearn.exceptions import ConvergenceWarning
 
 from ..fields.kernels import compiled_kernel, rbf_work_space
+from ..learners import condition_numbers
+from ..placement import CONDITION_WARNING
 from ..utils.arrays import unique_rows
 from ..utils.parallel import parallel_map
 from ..utils.validation import broadcast_flat, check_bool, check_int, check_n_jobs, check_option, check_positive, check_tolerance
@@ -33,15 +35,14 @@ from ._energy import initial_velocity, polyline_length
 from ._minimize import COARSE_TOL_FACTOR, METHODS, UNRESOLVED, extrapolate_levels, minimize_curve_energy, resolve_method
 from ._routes import detour_routes, lattice_routes, resample, sharp_blend
 from ._runge_kutta import dormand_prince, rbf_dormand_prince
+from ._tolerances import EXP_ATOL_FACTOR, INTEGRATION_RTOL, RTOL, integration_tolerances
 
-__all__ = ["CHUNK_SIZE", "EXP_ATOL_FACTOR", "RTOL", "BoundaryValueResult", "EnergyLogSolver", "ODEExpSolver", "integrate_geodesic", "solve_boundary_value"]
+__all__ = ["CHUNK_SIZE", "BoundaryValueResult", "EnergyLogSolver", "ODEExpSolver", "integrate_geodesic", "solve_boundary_value"]
 
 CHUNK_SIZE = 64  #: default pairs solved jointly in one vectorized problem (per pair, 1.3-1.8x cheaper than 16: bench_vs_geomstats.py)
-EXP_ATOL_FACTOR = 1e-2  #: Exp's absolute tolerance is ``rtol * EXP_ATOL_FACTOR``
-RTOL = 1e-6  #: default relative tolerance of Exp and of distances
 
 
-def integrate_geodesic(field, tangent_vec, base_point, t_eval=(1.0,), rtol=1e-9, atol=1e-11, max_step=np.inf, compiled=True):
+def integrate_geodesic(field, tangent_vec, base_point, t_eval=(1.0,), rtol=INTEGRATION_RTOL, atol=None, max_step=np.inf, compiled=True):
     """Integrate :math:`c'' = -\\Gamma(c', c')` from ``base_point`` with velocity ``tangent_vec``.
 
     Each geodesic has its own step size (Dormand--Prince 5(4) with error
@@ -57,8 +58,10 @@ def integrate_geodesic(field, tangent_vec, base_point, t_eval=(1.0,), rtol=1e-9,
     tangent_vec, base_point : ndarray of shape (batch, dim)
     t_eval : sequence of float
         Times (>= 0; in [0, 1] for Exp) at which to return the curve.
-    rtol, atol : float
-        Tolerances of the Dormand--Prince 5(4) integrator, per geodesic.
+    rtol : float, default=INTEGRATION_RTOL
+        Relative tolerance of the Dormand--Prince 5(4) integrator, per geodesic.
+    atol : float, default=None
+        Its absolute tolerance; ``None``: ``rtol *`` :data:`~riemlocal.numerics.EXP_ATOL_FACTOR`.
     compiled : bool, default=True
         Use the field's compiled kernel when it has one and the batch is small
         enough for it to be faster (``False``: always the numpy path).
@@ -67,8 +70,7 @@ def integrate_geodesic(field, tangent_vec, base_point, t_eval=(1.0,), rtol=1e-9,
     -------
     ndarray of shape (batch, len(t_eval), dim)
     """
-    check_tolerance(rtol, "rtol")
-    check_positive(atol, "atol")
+    rtol, atol = integration_tolerances(rtol, atol)
     batch, dim = base_point.shape
     times, position = np.unique(np.asarray(t_eval, dtype=float), return_inverse=True)
     initial = np.concatenate([base_point, tangent_vec], axis=1)
@@ -587,14 +589,14 @@ class EnergyLogSolver:
                 stacklevel=3,
             )
         metrics = getattr(self.field, "metrics", None)  # the centers' metrics of a local field
-        if metrics is None:
-            cause = "raise max_segments, or rtol if it is tighter than needed"
-        else:
-            eigenvalues = np.linalg.eigvalsh(metrics)
+        condition = 1.0 if metrics is None else condition_numbers(metrics).max()
+        if condition > CONDITION_WARNING:
             cause = (
-                f"the field's metrics have condition numbers up to {(eigenvalues[:, -1] / eigenvalues[:, 0]).max():.3g}: "
-                "above about 1e3, bound them with LocalMetrics(max_condition=...), e.g. 100, rather than raising max_segments"
+                f"the field's metrics have condition numbers up to {condition:.3g}: bound them with "
+                "LocalMetrics(max_condition=...), e.g. 100, rather than raising max_segments"
             )
+        else:
+            cause = "raise max_segments, or rtol if it is tighter than needed"
         for what, estimate, tolerance, name in (("distance", error, self.rtol, "rtol"), ("Log", log_error, log_rtol, "log_rtol")):
             uncertified = estimate > tolerance
             if uncertified.any():

@@ -1,14 +1,26 @@
-"""Default tolerances of integrations along geodesics called directly, beside those of the solver objects.
+"""The default tolerances of every geodesic computation, in one place.
 
-The solver objects' defaults are :data:`~riemlocal.numerics.RTOL` (relative
-accuracy of Exp and of distances) and absolute tolerances ``rtol *``
-:data:`~riemlocal.numerics.EXP_ATOL_FACTOR`; a space integrates parallel
-transport and Jacobi fields at its Exp solver's ``tolerances``.
+The solver objects (:class:`~riemlocal.numerics.ODEExpSolver`,
+:class:`~riemlocal.numerics.EnergyLogSolver`) default to :data:`RTOL`; a space
+integrates parallel transport and Jacobi fields at its Exp solver's
+``tolerances``. Integrations called directly (:func:`~riemlocal.numerics.integrate_geodesic`
+and the functions of :mod:`riemlocal.connection`) default to :data:`INTEGRATION_RTOL`.
+Every absolute tolerance is ``rtol *`` :data:`EXP_ATOL_FACTOR`.
 """
 
-__all__ = ["INTEGRATION_RTOL"]
+from ..utils.validation import check_positive, check_tolerance
 
-#: default relative tolerance of an integration along a geodesic called directly (parallel transport,
-#: Jacobi fields and the differential of Exp of :mod:`riemlocal.connection`); the absolute one is
-#: ``rtol * EXP_ATOL_FACTOR``, as for the Exp solver
+__all__ = ["EXP_ATOL_FACTOR", "INTEGRATION_RTOL", "RTOL", "integration_tolerances"]
+
+#: default relative tolerance of the solver objects: of Exp, and of distances (their certificate)
+RTOL = 1e-6
+#: default relative tolerance of an integration along a geodesic called directly
 INTEGRATION_RTOL = 1e-10
+#: an integration's absolute tolerance is ``rtol * EXP_ATOL_FACTOR``
+EXP_ATOL_FACTOR = 1e-2
+
+
+def integration_tolerances(rtol, atol=None):
+    """``(rtol, atol)`` of an integration after checking them; ``atol=None`` means ``rtol * EXP_ATOL_FACTOR``."""
+    check_tolerance(rtol, "rtol")
+    return rtol, rtol * EXP_ATOL_FACTOR if atol is None else check_positive(atol, "atol")
