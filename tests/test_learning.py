@@ -186,7 +186,7 @@ def test_exact_pga_differs_from_tangent_pca_on_a_curved_field_and_agrees_on_a_fl
     assert_allclose(exact.components_ @ metric @ exact.components_.T, np.eye(2), atol=1e-10)
     assert abs(tangent.components_[0] @ metric @ exact.components_[0]) < 1 - 1e-4  # a different direction
     exact_variance = _projected_variance(curved_space, exact.mean_, exact.components_[0], X)
-    assert_allclose(exact.explained_variance_[0], exact_variance, rtol=1e-6)
+    assert_allclose(exact.explained_variance_[0], exact_variance, rtol=1e-5)  # projections to tol=1e-5 of d^2 + |a|^2
     # it maximizes the variance of the projections: more than along the tangent-PCA direction
     assert exact_variance > _projected_variance(curved_space, exact.mean_, tangent.components_[0], X) * (1 + 1e-4)
     assert_allclose(exact.transform(X[:3]), exact.fit_transform(X)[:3], atol=1e-6)

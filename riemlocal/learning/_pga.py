@@ -3,11 +3,11 @@ r"""Principal geodesic analysis: tangent PCA at the Fréchet mean in the inner p
 import warnings
 
 import numpy as np
-from scipy.optimize import minimize
 from sklearn.base import BaseEstimator, TransformerMixin
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils.validation import check_array, check_is_fitted, validate_data
 
+from ..utils.optimize import MAX_STALLS
 from ..utils.parallel import with_one_blas_thread
 from ..utils.validation import check_int, check_not_text, check_option, check_points, check_tolerance
 
@@ -16,7 +16,8 @@ from ._frechet import FrechetMean, given_mean
 
 __all__ = ["PrincipalGeodesicAnalysis"]
 
-_FTOL = 1e-15  # L-BFGS stops on the gradient (or a line search lost in round-off), not on a stalled variance
+_MAX_TURN = 0.1  # largest step of the direction search, in radians
+_STEP = 1e-3  # of the central differences of the distance gradient, relative to the rms distance to the mean
 
 
 class PrincipalGeodesicAnalysis(TransformerMixin, BaseEstimator):
@@ -45,16 +46,16 @@ class PrincipalGeodesicAnalysis(TransformerMixin, BaseEstimator):
     :math:`E = [e_1, \dots, e_k]`. The projections are found by Gauss--Newton
     with the exact gradient :math:`-2 (\partial_v \mathrm{Exp}\, E)^T M r`
     (Jacobi fields, ``space.metric.jacobi_field``; a LearnedMetricManifold),
-    batched over the points and warm started from the previous direction's.
-    The direction :math:`e_k` is found by L-BFGS over the unit sphere of the
-    complement (an unnormalized vector :math:`c`, :math:`e = F^T c / |c|` for an
-    :math:`M(\mu)`-orthonormal frame :math:`F` of the complement), started at the
-    tangent-PCA direction. Its gradient comes from the implicit function theorem
-    at the projection optimum with the **Gauss--Newton** Hessian
-    :math:`(\partial_v \mathrm{Exp}\, E)^T M\, \partial_v \mathrm{Exp}\, E` of
-    :math:`d^2`: exact on a flat field, off by terms of the residuals times the
-    curvature otherwise (a few percent), so on a curved field the direction is
-    within that bias of the maximum and the stopping test may warn.
+    batched over the points and warm started from the previous step's.
+    The direction :math:`e_k` is found by gradient ascent over the unit sphere
+    of the complement (coordinates :math:`c` in an :math:`M(\mu)`-orthonormal frame,
+    renormalized after each step; Barzilai--Borwein step lengths, at most 0.1 rad),
+    started at the tangent-PCA direction. The gradient comes from the implicit
+    function theorem at the projection optimum (:meth:`_variance_gradient`): one
+    adjoint Jacobi field per point gives the gradient of :math:`d^2` in the tangent
+    vector, central differences of it along :math:`e_1, \dots, e_k` its Hessian. The
+    ascent uses no variance values: they carry the projections' error (``tol``),
+    far above the changes near the maximum.
 
     Parameters
     ----------
@@ -72,7 +73,7 @@ class PrincipalGeodesicAnalysis(TransformerMixin, BaseEstimator):
         Exp batches of ``transform`` / ``inverse_transform``. Exact PGA also
         uses ``tol`` for its projections (Gauss--Newton decrement at most
         ``tol**2`` times :math:`d^2 + |a|^2`) and directions (gradient norm at most
-        ``tol`` times the projected variance), and ``max_iter`` for L-BFGS.
+        ``tol`` times the projected variance), and ``max_iter`` for the direction search.
 
     Attributes
     ----------
@@ -93,7 +94,7 @@ class PrincipalGeodesicAnalysis(TransformerMixin, BaseEstimator):
     n_iter_ : int
         Iterations of the Fréchet mean (0 for a ``mean`` given as a point).
     direction_n_iter_ : ndarray of shape (n_components,)
-        Exact PGA only: L-BFGS iterations per direction.
+        Exact PGA only: gradient steps per direction.
     converged_ : bool
         Exact PGA only: whether every direction and projection met ``tol``; otherwise a
         ConvergenceWarning gives the gradient norm.
@@ -184,59 +185,83 @@ class PrincipalGeodesicAnalysis(TransformerMixin, BaseEstimator):
     def _fit_exact(self, X, logs, total_variance):
         """Replace the tangent components by the exact principal geodesic directions, one at a time."""
         n_samples = len(X)
+        step = _STEP * np.sqrt(total_variance)
         basis, variances, previous, self.direction_n_iter_, self.converged_ = [], [], 0.0, [], True
         for k in range(self.n_components_):
             frame = self._frame(basis, self.components_[k])
             warm = [logs @ self.metric_matrix_ @ np.array(basis + [frame[0]]).T]
 
-            def negative_variance(c, frame=frame, warm=warm):
-                norm = np.linalg.norm(c)
-                components = np.array(basis + [c @ frame / norm])
-                warm[0], converged, state = self._project(warm[0], components, X)
-                gradient = frame @ self._variance_gradient(warm[0], components, *state)
-                gradient = (gradient - (gradient @ c) * c / norm**2) / norm  # along the sphere of the complement
-                return -np.sum(warm[0] ** 2) / (n_samples - 1), -gradient / (n_samples - 1), converged.all(), components[-1]
+            def variance(c, frame=frame, warm=warm):  # at the unit vector c of frame coordinates
+                components = np.array(basis + [c @ frame])
+                warm[0], converged = self._project(warm[0], components, X)
+                gradient = frame @ self._variance_gradient(warm[0], components, X, step)
+                gradient = (gradient - (gradient @ c) * c) / (n_samples - 1)  # along the sphere
+                return np.sum(warm[0] ** 2) / (n_samples - 1), gradient, converged.all()
 
-            start = np.eye(len(frame))[0]
-            value, _, _, _ = negative_variance(start)
-            options = dict(maxiter=self.max_iter, gtol=0.1 * self.tol * abs(value) / np.sqrt(len(frame)), ftol=_FTOL)
-            result = minimize(lambda c: negative_variance(c)[:2], start, jac=True, method="L-BFGS-B", options=options)
-            value, gradient, projected, direction = negative_variance(result.x)
-            grad_norm = np.linalg.norm(gradient) * np.linalg.norm(result.x)  # at the unit direction
-            if not projected or grad_norm > self.tol * abs(value):
+            c, n_iter, stalls = np.eye(len(frame))[0], 0, 0
+            value, gradient, projected = variance(c)
+            best, rate = np.linalg.norm(gradient), 1.0 / max(value, np.finfo(float).tiny)
+            while best > self.tol * value and n_iter < self.max_iter and stalls < MAX_STALLS:
+                move = rate * gradient
+                move *= min(1.0, _MAX_TURN / max(np.linalg.norm(move), np.finfo(float).tiny))
+                new_c = (c + move) / np.linalg.norm(c + move)
+                new_value, new_gradient, projected = variance(new_c)
+                s, y = new_c - c, new_gradient - gradient
+                rate = (s @ s) / -(s @ y) if s @ y < 0 else 2.0 * rate  # Barzilai--Borwein, or a bolder step where convex
+                c, value, gradient, n_iter = new_c, new_value, new_gradient, n_iter + 1
+                stalls = 0 if np.linalg.norm(gradient) < best else stalls + 1
+                best = min(best, np.linalg.norm(gradient))
+            grad_norm = np.linalg.norm(gradient)
+            if not projected or grad_norm > self.tol * value:
                 self.converged_ = False
                 warnings.warn(
-                    f"PrincipalGeodesicAnalysis (exact) did not converge on component {k} in {result.nit} iterations: "
-                    f"variance gradient norm {grad_norm:.3g} (variance {-value:.3g}, tol={self.tol:.3g})"
+                    f"PrincipalGeodesicAnalysis (exact) did not converge on component {k} in {n_iter} iterations: "
+                    f"variance gradient norm {grad_norm:.3g} (variance {value:.3g}, tol={self.tol:.3g})"
                     + ("" if projected else "; some projections did not meet the tolerance"),
                     ConvergenceWarning,
                     stacklevel=5,  # the user's call, past _fit, fit and with_one_blas_thread
                 )
-            self.direction_n_iter_.append(result.nit)
-            basis.append(direction)
-            variances.append(-value - previous)
-            previous = -value
+            self.direction_n_iter_.append(n_iter)
+            basis.append(c @ frame)
+            variances.append(value - previous)
+            previous = value
         self.components_ = np.array(basis)
         self.explained_variance_ = np.array(variances)
         self.explained_variance_ratio_ = self.explained_variance_ / max(total_variance, np.finfo(float).tiny)
         self.direction_n_iter_ = np.array(self.direction_n_iter_)
 
-    def _variance_gradient(self, a, components, points, residuals, metrics):
-        r"""Gradient of :math:`\sum_i |a^*_i|^2` in the last direction :math:`e` of ``components`` (Gauss--Newton).
+    def _variance_gradient(self, a, components, X, step):
+        r"""Gradient of :math:`\sum_i |a^*_i|^2` in the last direction :math:`e` of ``components`` :math:`E`.
 
-        By the implicit function theorem at the projection optimum, with :math:`B_i E` the Jacobi
-        fields at :math:`a^*_i`, :math:`H_i = (B_i E)^T M_i B_i E` and :math:`w_i = H_i^{-1} a^*_i`, it is
-        :math:`2 \sum_i B_i^T M_i y_i`, :math:`y_i = w_{ik} r_i - a^*_{ik} B_i E w_i`. :math:`B_i^T M_i y_i`
-        is :math:`M(\mu) J_i(1)` for the Jacobi field :math:`J_i` with :math:`J_i(0) = 0`,
-        :math:`J_i'(0) = y_i` along the geodesic back from :math:`\hat x_i` to :math:`\mu` (the Wronskian of
-        two Jacobi fields is constant), whose velocity is :math:`-B_i E a^*_i`.
+        With :math:`h_i(v) = d^2(\mathrm{Exp}_\mu(v), x_i)` and the projection optimum
+        :math:`E^T \nabla h_i(E a^*_i) = 0`, the implicit function theorem gives
+        :math:`-2 \sum_i \big(a^*_{ik} H_i E w_i + w_{ik} \nabla h_i\big)`,
+        :math:`w_i = (E^T H_i E)^{-1} a^*_i`, :math:`H_i` the Hessian of :math:`h_i` at :math:`E a^*_i`.
+        :math:`H_i E` is a central difference of the exact :math:`\nabla h_i` (:meth:`_distance_gradient`)
+        with ``step`` along each :math:`e_j`.
         """
-        jacobians = _tangent.exp_derivative(self.space, a @ components, self.mean_, components, self.n_jobs)
-        weighted = metrics @ jacobians
-        w = np.linalg.solve(np.einsum("ndk,ndl->nkl", jacobians, weighted), a[..., None])[..., 0]
-        y = w[:, -1:] * residuals - a[:, -1:] * np.einsum("ndk,nk->nd", jacobians, w)
-        back = -np.einsum("ndk,nk->nd", jacobians, a)
-        return 2.0 * self.metric_matrix_ @ _tangent.jacobi_end(self.space, back, points, y, self.n_jobs).sum(axis=0)
+        v = a @ components
+        columns = [self._distance_gradient(v + step * e, X) - self._distance_gradient(v - step * e, X) for e in components]
+        hessian = np.stack(columns, axis=-1) / (2.0 * step)  # H_i E, (n, D, k)
+        reduced = np.einsum("kd,ndl->nkl", components, hessian)
+        w = np.linalg.solve(0.5 * (reduced + reduced.transpose(0, 2, 1)), a[..., None])[..., 0]
+        gradient = a[:, -1:] * np.einsum("ndk,nk->nd", hessian, w) + w[:, -1:] * self._distance_gradient(v, X)
+        return -2.0 * gradient.sum(axis=0)
+
+    def _distance_gradient(self, tangent_vecs, X):
+        r""":math:`\nabla_v d^2(\mathrm{Exp}_\mu(v_i), x_i) = -2 B_i^T M(p_i) r_i`, shape (n, D).
+
+        :math:`B_i` is the differential of Exp at :math:`v_i`, :math:`p_i = \mathrm{Exp}_\mu(v_i)`,
+        :math:`r_i = \mathrm{Log}_{p_i}(x_i)`. :math:`B^T M(p) r = M(\mu) J(1)` for the Jacobi field
+        :math:`J(0) = 0`, :math:`J'(0) = r` along the geodesic back from :math:`p` to :math:`\mu` (the
+        Wronskian of two Jacobi fields is constant), whose velocity :math:`-B v` is the Jacobi field
+        with :math:`J'(0) = v` at :math:`t = 1`.
+        """
+        points = _tangent.exp(self.space, tangent_vecs, self.mean_, self.n_jobs)
+        residuals = _tangent.log(self.space, X, points, self.n_jobs)
+        starts = np.broadcast_to(self.mean_, tangent_vecs.shape)
+        velocities = _tangent.jacobi_end(self.space, tangent_vecs, starts, tangent_vecs, self.n_jobs)
+        return -2.0 * _tangent.jacobi_end(self.space, -velocities, points, residuals, self.n_jobs) @ self.metric_matrix_
 
     def _frame(self, basis, direction):
         r"""Rows orthonormal in :math:`M(\mu)` spanning the complement of ``basis``, the first along ``direction`` projected on it."""
@@ -257,18 +282,18 @@ class PrincipalGeodesicAnalysis(TransformerMixin, BaseEstimator):
         :math:`B_i E = \partial_v \mathrm{Exp}_\mu(E a_i)\, E`, halving it per point until :math:`d^2` decreases.
         A point converges when its Gauss--Newton decrement is below ``tol**2`` times
         :math:`d^2 + |a|^2`; it stops unconverged after four rejected halvings (the Log
-        residuals resolve no further descent) or ``max_iter`` steps. Returns the coordinates,
-        whether each converged, and the closest points, their Log residuals and metrics.
+        residuals resolve no further descent) or ``max_iter`` steps. Returns the coordinates
+        and whether each converged.
         """
 
         def evaluate(a, points_x):
             points = _tangent.exp(self.space, a @ components, self.mean_, self.n_jobs)
             residuals = _tangent.log(self.space, points_x, points, self.n_jobs)
             metrics = _tangent.metric_matrix(self.space, points)
-            return _tangent.squared_norm(residuals, metrics), residuals, metrics, points
+            return _tangent.squared_norm(residuals, metrics), residuals, metrics
 
         a = np.array(coordinates, dtype=float)
-        value, residuals, metrics, points = evaluate(a, X)
+        value, residuals, metrics = evaluate(a, X)
         steps, active, done = np.ones(len(a)), np.ones(len(a), dtype=bool), np.zeros(len(a), dtype=bool)
         for _ in range(max_iter):
             rows = np.flatnonzero(active)
@@ -280,20 +305,20 @@ class PrincipalGeodesicAnalysis(TransformerMixin, BaseEstimator):
             delta = np.linalg.solve(np.einsum("ndk,ndl->nkl", jacobians, weighted), gradient[..., None])[..., 0]
             converged = np.einsum("nk,nk->n", gradient, delta) <= self.tol**2 * (value[rows] + np.sum(a[rows] ** 2, axis=1))
             trial = a[rows] + steps[rows, None] * delta
-            new_value, new_residuals, new_metrics, new_points = evaluate(trial, X[rows])
+            new_value, new_residuals, new_metrics = evaluate(trial, X[rows])
             better = (new_value <= value[rows]) & ~converged
             accepted = rows[better]
-            a[accepted], value[accepted], residuals[accepted], metrics[accepted], points[accepted] = (
-                trial[better], new_value[better], new_residuals[better], new_metrics[better], new_points[better]
+            a[accepted], value[accepted], residuals[accepted], metrics[accepted] = (
+                trial[better], new_value[better], new_residuals[better], new_metrics[better]
             )
             steps[rows] = np.where(better, 1.0, 0.5 * steps[rows])
             done[rows[converged]] = True
             active[rows[converged | (steps[rows] < 0.1)]] = False
-        return a, done, (points, residuals, metrics)
+        return a, done
 
     def _exact_coordinates(self, tangent, X):
         """Projections onto the fitted principal geodesic subspace, started at ``tangent``; warns for those not converged."""
-        a, converged, _ = self._project(tangent, self.components_, X)
+        a, converged = self._project(tangent, self.components_, X)
         if not converged.all():
             warnings.warn(
                 f"PrincipalGeodesicAnalysis (exact): {int((~converged).sum())} of {len(X)} projections did not meet tol={self.tol:.3g}",
