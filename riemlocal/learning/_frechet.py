@@ -72,9 +72,9 @@ class FrechetMean(BaseEstimator):
     *line medoid*, the data point with the smallest weighted sum of squared
     straight-line lengths (:func:`~riemlocal.distances.pairwise_distances`,
     ``rule="line"``, among at most 64 evenly spaced data points). A further start
-    is run only when the first run did not converge or when its straight-line
-    objective, an upper bound of :math:`f` there, is already below the minimum
-    found, so that its run must end lower; the run with the smallest objective
+    is run only when the best run so far did not converge or when its straight-line
+    objective, an upper bound of :math:`f` there, is already below that run's
+    minimum, so that its run must end lower; the run with the smallest objective
     (the solver's certified rms distance) is kept. A better minimum whose basin
     holds no such start is not searched for.
 
@@ -208,14 +208,14 @@ class FrechetMean(BaseEstimator):
             if start.shape != (dim,):
                 raise ValueError(f"init must have shape ({dim},), got {start.shape}")
         total = max_iter if method == "karcher" else None  # L-BFGS iterations of "joint" have no set count
-        best, self.n_starts_ = None, 0
+        best, self.n_starts_ = None, 0  # best: the run's results, its start, n_uncertified_ and error_estimate_
         with tqdm(total=total, desc=f"Frechet mean ({method})", disable=not self.verbose) as bar:
             solve = self._fit_joint if method == "joint" else self._fit_karcher
-            for point, bound in [(start, -np.inf)] + self._other_starts(X, weights, start):
+            for point, bound in [(start, None)] + self._other_starts(X, weights, start):
                 if best is not None and best[0][3] and np.sqrt(bound) >= best[0][4]:
-                    continue  # the first run converged and this start cannot beat it from the outset
+                    continue  # the best run converged, and this start's objective is not below its minimum
                 self.n_uncertified_ = 0
-                run = solve(X, weights, point, max_iter, tol, bar)
+                run = solve(X, weights, point, max_iter, tol, bar)  # (mean, n_iter, grad_norm, converged, rms distance)
                 self.n_starts_ += 1
                 if best is None or run[4] < best[0][4]:
                     best = run, point, self.n_uncertified_, getattr(self, "error_estimate_", None)

@@ -51,9 +51,10 @@ class PrincipalGeodesicAnalysis(TransformerMixin, BaseEstimator):
     of the complement (coordinates :math:`c` in an :math:`M(\mu)`-orthonormal frame,
     renormalized after each step; Barzilai--Borwein step lengths, at most 0.1 rad),
     started at the tangent-PCA direction. The gradient comes from the implicit
-    function theorem at the projection optimum (:meth:`_variance_gradient`): one
-    adjoint Jacobi field per point gives the gradient of :math:`d^2` in the tangent
-    vector, central differences of it along :math:`e_1, \dots, e_k` its Hessian. The
+    function theorem at the projection optimum (:meth:`_variance_gradient`): two
+    Jacobi fields per point (the end velocity and an adjoint field) give the gradient
+    of :math:`d^2` in the tangent vector, central differences of it along
+    :math:`e_1, \dots, e_k` its Hessian (cost: :math:`2k + 1` such batches per step). The
     ascent uses no variance values: they carry the projections' error (``tol``),
     far above the changes near the maximum.
 
