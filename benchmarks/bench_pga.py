@@ -2,7 +2,7 @@
 
 Usage::
 
-    python benchmarks/bench_pga.py [--n-jobs N] [--metrics 5 10] [--karcher-samples 200]
+    python benchmarks/bench_pga.py [--n-jobs N] [--metrics 5 10] [--karcher-samples 200] [--exact 3]
 
 Local metrics: the bodies (whitened) are split into R equal-sized groups by
 stature; group r gets the inverse of its regularized covariance, scaled to
@@ -10,7 +10,8 @@ trace D, placed at the group mean, blended by a SmoothLocalField (rho = 1).
 Prints a markdown table: time of the joint Fréchet mean, of the Log maps at
 the mean and of the whole PGA fit, plus the Karcher mean (one batch of Log
 solves per iteration) against the joint solver on a subsample.
-Target: PGA on 986 x 35 with 5-10 metrics in at most 60 s.
+Target: PGA on 986 x 35 with 5-10 metrics in at most 60 s. ``--exact K`` adds
+a column: exact PGA (Sommer et al. 2010) with K components at the same mean.
 """
 
 import argparse
@@ -48,6 +49,7 @@ def main(argv=None):
     parser.add_argument("--n-jobs", type=int, default=None)
     parser.add_argument("--metrics", type=int, nargs="+", default=[5, 10])
     parser.add_argument("--karcher-samples", type=int, default=200)
+    parser.add_argument("--exact", type=int, default=0, metavar="K", help="also time exact PGA with K components")
     args = parser.parse_args(argv)
 
     bodies = make_body_shapes(random_state=0)
@@ -66,16 +68,22 @@ def main(argv=None):
         with warnings.catch_warnings(record=True):
             karcher, t_karcher = _timed(lambda: FrechetMean(space, method="karcher", n_jobs=args.n_jobs).fit(X[:n]))
         gap = np.linalg.norm(joint.estimate_ - karcher.estimate_)
+        exact = ""
+        if args.exact:
+            with warnings.catch_warnings(record=True) as caught:
+                fit = PrincipalGeodesicAnalysis(space, args.exact, method="exact", mean=mean, n_jobs=args.n_jobs)
+                fit, t_exact = _timed(lambda: fit.fit(X))
+            exact = f" {t_exact:.1f} ({fit.direction_n_iter_.sum()} it{', warned' if caught else ''}) |"
         rows.append(
             f"| {n_metrics} | {t_mean:.1f} ({mean.n_iter_} it) | {t_log:.1f} | **{t_pga:.1f}** | "
-            f"{t_joint:.1f} | {t_karcher:.1f} ({karcher.n_iter_} it) | {gap:.1e} |"
+            f"{t_joint:.1f} | {t_karcher:.1f} ({karcher.n_iter_} it) | {gap:.1e} |{exact}"
         )
     print(f"PGA on {X.shape[0]} x {X.shape[1]} body shapes (n_jobs={args.n_jobs}); times in seconds\n")
     print(
         f"| metrics R | joint Fréchet mean | Log at mean | PGA fit | joint mean, n={n} "
-        f"| Karcher mean, n={n} | joint - Karcher |"
+        f"| Karcher mean, n={n} | joint - Karcher |" + (f" exact PGA, {args.exact} components |" if args.exact else "")
     )
-    print("|---:|---:|---:|---:|---:|---:|---:|")
+    print("|---:|---:|---:|---:|---:|---:|---:|" + ("---:|" if args.exact else ""))
     print("\n".join(rows))
 
 

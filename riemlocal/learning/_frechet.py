@@ -14,6 +14,7 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils.validation import check_is_fitted, validate_data
 from tqdm.auto import tqdm
 
+from ..distances import pairwise_distances
 from ..numerics import curve_energy, extrapolate_levels
 from ..utils.optimize import ARMIJO, MAX_STALLS, ROUND_OFF
 from ..utils.parallel import with_one_blas_thread
@@ -23,6 +24,7 @@ from . import _tangent
 __all__ = ["FrechetMean", "given_mean"]
 
 _MIN_KARCHER_STEP = 2.0**-30
+_MEDOID_CANDIDATES = 64  # data points tried as the medoid start (n_candidates x n_samples straight lines)
 
 
 def given_mean(mean, dim):
@@ -63,6 +65,19 @@ class FrechetMean(BaseEstimator):
 
     ``"auto"`` takes ``"joint"`` when the space has a smooth ``field``.
 
+    **Starts.** Both solvers descend to a local minimum, which depends on the
+    start (e.g. on either side of a high-cost ridge). The first run starts at
+    ``init`` (or the weighted coordinate mean). Further starts: the weighted
+    coordinate mean when ``init`` is given, and, on a space with a ``field``, the
+    *line medoid*, the data point with the smallest weighted sum of squared
+    straight-line lengths (:func:`~riemlocal.distances.pairwise_distances`,
+    ``rule="line"``, among at most 64 evenly spaced data points). A further start
+    is run only when the best run so far did not converge or when its straight-line
+    objective, an upper bound of :math:`f` there, is already below that run's
+    minimum, so that its run must end lower; the run with the smallest objective
+    (the solver's certified rms distance) is kept. A better minimum whose basin
+    holds no such start is not searched for.
+
     Parameters
     ----------
     space : geomstats-style space
@@ -78,8 +93,8 @@ class FrechetMean(BaseEstimator):
         :class:`~riemlocal.manifold.LearnedMetricManifold`'s defaults);
         relative preconditioned gradient tolerance of L-BFGS (joint).
     init : array-like of shape (dim,), default=None
-        Starting point; ``None`` takes the weighted coordinate mean,
-        projected onto the space when it has ``projection``.
+        First start; ``None`` takes the weighted coordinate mean,
+        projected onto the space when it has ``projection``. See **Starts**.
     n_segments : int, default=4
         Segments of the coarsest discrete curves of ``"joint"``.
     rtol : float, default=1e-5
@@ -97,7 +112,11 @@ class FrechetMean(BaseEstimator):
     estimate_ : ndarray of shape (dim,)
         The mean.
     n_iter_ : int
-        Karcher iterations (including rejected steps) or total L-BFGS iterations.
+        Karcher iterations (including rejected steps) or total L-BFGS iterations, of the run kept.
+    n_starts_ : int
+        Runs made (1 to 3; see **Starts**).
+    start_ : ndarray of shape (dim,)
+        Start of the run kept.
     error_estimate_ : float
         ``"joint"`` only: estimated error of the mean in the norm :math:`M(\mu)`, relative to the rms distance.
     grad_norm_ : float
@@ -183,18 +202,26 @@ class FrechetMean(BaseEstimator):
         weights = check_weights(sample_weight, len(X))
         X, weights = X[weights > 0], weights[weights > 0] / weights.sum()
         if self.init is None:
-            start = weights @ X
-            if hasattr(self.space, "projection"):
-                start = np.asarray(self.space.projection(start), dtype=float)
+            start = self._coordinate_mean(X, weights)
         else:
             start = check_points(self.init, dim, "init")
             if start.shape != (dim,):
                 raise ValueError(f"init must have shape ({dim},), got {start.shape}")
         total = max_iter if method == "karcher" else None  # L-BFGS iterations of "joint" have no set count
-        self.n_uncertified_ = 0
+        best, self.n_starts_ = None, 0  # best: the run's results, its start, n_uncertified_ and error_estimate_
         with tqdm(total=total, desc=f"Frechet mean ({method})", disable=not self.verbose) as bar:
             solve = self._fit_joint if method == "joint" else self._fit_karcher
-            self.estimate_, self.n_iter_, self.grad_norm_, self.converged_, scale = solve(X, weights, start, max_iter, tol, bar)
+            for point, bound in [(start, None)] + self._other_starts(X, weights, start):
+                if best is not None and best[0][3] and np.sqrt(bound) >= best[0][4]:
+                    continue  # the best run converged, and this start's objective is not below its minimum
+                self.n_uncertified_ = 0
+                run = solve(X, weights, point, max_iter, tol, bar)  # (mean, n_iter, grad_norm, converged, rms distance)
+                self.n_starts_ += 1
+                if best is None or run[4] < best[0][4]:
+                    best = run, point, self.n_uncertified_, getattr(self, "error_estimate_", None)
+        (self.estimate_, self.n_iter_, self.grad_norm_, self.converged_, scale), self.start_, self.n_uncertified_, error = best
+        if method == "joint":
+            self.error_estimate_ = error
         _tangent.warn_uncertified("FrechetMean", self.n_uncertified_, len(X), "from the mean to the data")
         if not self.converged_:
             accuracy = f", estimated relative error {self.error_estimate_:.3g} (rtol={self.rtol:.3g})" if method == "joint" else ""
@@ -205,6 +232,30 @@ class FrechetMean(BaseEstimator):
                 stacklevel=3,  # the user's call, past with_one_blas_thread
             )
         return self
+
+    def _other_starts(self, X, weights, first):
+        r"""Starts after ``first``, each with an upper bound of the objective :math:`\sum_i w_i d^2` there (inf if unknown).
+
+        The weighted coordinate mean when ``init`` is given, and, on a space with a ``field``, the data
+        point with the smallest weighted sum of squared straight-line lengths (``rule="line"``, which bound
+        the distances from above) among at most ``_MEDOID_CANDIDATES`` evenly spaced data points.
+        """
+        starts = [] if self.init is None else [self._coordinate_mean(X, weights)]
+        field = getattr(self.space, "field", None)
+        if field is None:
+            return [(point, np.inf) for point in starts]
+        rows = np.unique(np.linspace(0, len(X) - 1, min(len(X), _MEDOID_CANDIDATES)).astype(int))
+        starts.append(X[rows[np.argmin(pairwise_distances(field, X[rows], X, rule="line", squared=True, n_jobs=self.n_jobs) @ weights)]])
+        starts = [point for point in starts if not np.array_equal(point, first)]
+        if not starts:
+            return []
+        bounds = pairwise_distances(field, np.array(starts), X, rule="line", squared=True, n_jobs=self.n_jobs) @ weights
+        return list(zip(starts, bounds))
+
+    def _coordinate_mean(self, X, weights):
+        """The weighted coordinate mean, projected onto the space when it has ``projection``."""
+        mean = weights @ X
+        return np.asarray(self.space.projection(mean), dtype=float) if hasattr(self.space, "projection") else mean
 
     def _fit_karcher(self, X, weights, mean, max_iter, tol, bar):
         def evaluate(point):

@@ -1,10 +1,13 @@
 r"""Principal geodesic analysis: tangent PCA at the Fréchet mean in the inner product :math:`M(\mu)`, or exact PGA."""
 
+import warnings
+
 import numpy as np
-from scipy.optimize import minimize, minimize_scalar
 from sklearn.base import BaseEstimator, TransformerMixin
+from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils.validation import check_array, check_is_fitted, validate_data
 
+from ..utils.optimize import MAX_STALLS
 from ..utils.parallel import with_one_blas_thread
 from ..utils.validation import check_int, check_not_text, check_option, check_points, check_tolerance
 
@@ -12,6 +15,9 @@ from . import _tangent
 from ._frechet import FrechetMean, given_mean
 
 __all__ = ["PrincipalGeodesicAnalysis"]
+
+_MAX_TURN = 0.1  # largest step of the direction search, in radians
+_STEP = 1e-3  # of the central differences of the distance gradient, relative to the rms distance to the mean
 
 
 class PrincipalGeodesicAnalysis(TransformerMixin, BaseEstimator):
@@ -40,9 +46,17 @@ class PrincipalGeodesicAnalysis(TransformerMixin, BaseEstimator):
     :math:`E = [e_1, \dots, e_k]`. The projections are found by Gauss--Newton
     with the exact gradient :math:`-2 (\partial_v \mathrm{Exp}\, E)^T M r`
     (Jacobi fields, ``space.metric.jacobi_field``; a LearnedMetricManifold),
-    the direction :math:`e_k` by Nelder--Mead over the unit sphere of the
-    complement, started at the tangent-PCA direction. Far more expensive than
-    the tangent approximation, which stays the default.
+    batched over the points and warm started from the previous step's.
+    The direction :math:`e_k` is found by gradient ascent over the unit sphere
+    of the complement (coordinates :math:`c` in an :math:`M(\mu)`-orthonormal frame,
+    renormalized after each step; Barzilai--Borwein step lengths, at most 0.1 rad),
+    started at the tangent-PCA direction. The gradient comes from the implicit
+    function theorem at the projection optimum (:meth:`_variance_gradient`): two
+    Jacobi fields per point (the end velocity and an adjoint field) give the gradient
+    of :math:`d^2` in the tangent vector, central differences of it along
+    :math:`e_1, \dots, e_k` its Hessian (cost: :math:`2k + 1` such batches per step). The
+    ascent uses no variance values: they carry the projections' error (``tol``),
+    far above the changes near the maximum.
 
     Parameters
     ----------
@@ -58,8 +72,9 @@ class PrincipalGeodesicAnalysis(TransformerMixin, BaseEstimator):
     max_iter, tol, n_jobs, verbose
         Passed to :class:`FrechetMean`; ``n_jobs`` also splits the Log and
         Exp batches of ``transform`` / ``inverse_transform``. Exact PGA also
-        uses ``tol`` for its projections and directions (Brent's tolerance on
-        the direction is :math:`0.1 \sqrt{\text{tol}}`) and ``max_iter`` for Nelder--Mead.
+        uses ``tol`` for its projections (Gauss--Newton decrement at most
+        ``tol**2`` times :math:`d^2 + |a|^2`) and directions (gradient norm at most
+        ``tol`` times the projected variance), and ``max_iter`` for the direction search.
 
     Attributes
     ----------
@@ -79,6 +94,11 @@ class PrincipalGeodesicAnalysis(TransformerMixin, BaseEstimator):
         :math:`\lambda_k / \sum_j \lambda_j` (over all ``dim`` eigenvalues).
     n_iter_ : int
         Iterations of the Fréchet mean (0 for a ``mean`` given as a point).
+    direction_n_iter_ : ndarray of shape (n_components,)
+        Exact PGA only: gradient steps per direction.
+    converged_ : bool
+        Exact PGA only: whether every direction and projection met ``tol``; otherwise a
+        ConvergenceWarning gives the gradient norm.
     n_uncertified_ : int
         Log maps from the mean to the data that the space's Log solver did not certify
         (``space.metric.log_solver.last_result_.converged``; a warning says so). Each keeps its
@@ -121,7 +141,7 @@ class PrincipalGeodesicAnalysis(TransformerMixin, BaseEstimator):
         """Fit and return the tangent coordinates of ``X`` (one batch of Log maps)."""
         logs = self._fit(X)
         if self.method == "exact":
-            return self._project(logs @ self.metric_matrix_ @ self.components_.T, self.components_, X)
+            return self._exact_coordinates(logs @ self.metric_matrix_ @ self.components_.T, X)
         return logs @ self.metric_matrix_ @ self.components_.T
 
     def _fit(self, X):
@@ -165,37 +185,84 @@ class PrincipalGeodesicAnalysis(TransformerMixin, BaseEstimator):
 
     def _fit_exact(self, X, logs, total_variance):
         """Replace the tangent components by the exact principal geodesic directions, one at a time."""
-        n_samples, dim = X.shape
-        basis, variances, previous = [], [], 0.0
+        n_samples = len(X)
+        step = _STEP * np.sqrt(total_variance)
+        basis, variances, previous, self.direction_n_iter_, self.converged_ = [], [], 0.0, [], True
         for k in range(self.n_components_):
             frame = self._frame(basis, self.components_[k])
             warm = [logs @ self.metric_matrix_ @ np.array(basis + [frame[0]]).T]
 
-            def negative_variance(w, frame=frame, warm=warm):
-                direction = frame[0] + w @ frame[1:]
-                direction = direction / np.sqrt(direction @ self.metric_matrix_ @ direction)
-                components = np.array(basis + [direction])
-                warm[0] = self._project(warm[0], components, X)
-                return -np.sum(warm[0] ** 2) / (n_samples - 1), direction
+            def variance(c, frame=frame, warm=warm):  # at the unit vector c of frame coordinates
+                components = np.array(basis + [c @ frame])
+                warm[0], converged = self._project(warm[0], components, X)
+                gradient = frame @ self._variance_gradient(warm[0], components, X, step)
+                gradient = (gradient - (gradient @ c) * c) / (n_samples - 1)  # along the sphere
+                return np.sum(warm[0] ** 2) / (n_samples - 1), gradient, converged.all()
 
-            if dim - k == 1:
-                w = np.zeros(0)
-            elif dim - k == 2:
-                # within +-27 degrees of the tangent direction; the variance is flat (quadratic) at its maximum
-                options = dict(xatol=np.sqrt(self.tol) * 0.1)
-                result = minimize_scalar(lambda w: negative_variance(np.array([w]))[0], bounds=(-0.5, 0.5), method="bounded", options=options)
-                w = np.array([result.x])
-            else:
-                simplex = np.vstack([np.zeros(dim - k - 1), 0.1 * np.eye(dim - k - 1)])
-                options = dict(initial_simplex=simplex, xatol=self.tol, fatol=self.tol * 1e-3, maxiter=self.max_iter)
-                w = minimize(lambda w: negative_variance(w)[0], np.zeros(dim - k - 1), method="Nelder-Mead", options=options).x
-            value, direction = negative_variance(w)
-            basis.append(direction)
-            variances.append(-value - previous)
-            previous = -value
+            c, n_iter, stalls = np.eye(len(frame))[0], 0, 0
+            value, gradient, projected = variance(c)
+            best, rate = np.linalg.norm(gradient), 1.0 / max(value, np.finfo(float).tiny)
+            while best > self.tol * value and n_iter < self.max_iter and stalls < MAX_STALLS:
+                move = rate * gradient
+                move *= min(1.0, _MAX_TURN / max(np.linalg.norm(move), np.finfo(float).tiny))
+                new_c = (c + move) / np.linalg.norm(c + move)
+                new_value, new_gradient, projected = variance(new_c)
+                s, y = new_c - c, new_gradient - gradient
+                rate = (s @ s) / -(s @ y) if s @ y < 0 else 2.0 * rate  # Barzilai--Borwein, or a bolder step where convex
+                c, value, gradient, n_iter = new_c, new_value, new_gradient, n_iter + 1
+                stalls = 0 if np.linalg.norm(gradient) < best else stalls + 1
+                best = min(best, np.linalg.norm(gradient))
+            grad_norm = np.linalg.norm(gradient)
+            if not projected or grad_norm > self.tol * value:
+                self.converged_ = False
+                warnings.warn(
+                    f"PrincipalGeodesicAnalysis (exact) did not converge on component {k} in {n_iter} iterations: "
+                    f"variance gradient norm {grad_norm:.3g} (variance {value:.3g}, tol={self.tol:.3g})"
+                    + ("" if projected else "; some projections did not meet the tolerance"),
+                    ConvergenceWarning,
+                    stacklevel=5,  # the user's call, past _fit, fit and with_one_blas_thread
+                )
+            self.direction_n_iter_.append(n_iter)
+            basis.append(c @ frame)
+            variances.append(value - previous)
+            previous = value
         self.components_ = np.array(basis)
         self.explained_variance_ = np.array(variances)
         self.explained_variance_ratio_ = self.explained_variance_ / max(total_variance, np.finfo(float).tiny)
+        self.direction_n_iter_ = np.array(self.direction_n_iter_)
+
+    def _variance_gradient(self, a, components, X, step):
+        r"""Gradient of :math:`\sum_i |a^*_i|^2` in the last direction :math:`e` of ``components`` :math:`E`.
+
+        With :math:`h_i(v) = d^2(\mathrm{Exp}_\mu(v), x_i)` and the projection optimum
+        :math:`E^T \nabla h_i(E a^*_i) = 0`, the implicit function theorem gives
+        :math:`-2 \sum_i \big(a^*_{ik} H_i E w_i + w_{ik} \nabla h_i\big)`,
+        :math:`w_i = (E^T H_i E)^{-1} a^*_i`, :math:`H_i` the Hessian of :math:`h_i` at :math:`E a^*_i`.
+        :math:`H_i E` is a central difference of the exact :math:`\nabla h_i` (:meth:`_distance_gradient`)
+        with ``step`` along each :math:`e_j`.
+        """
+        v = a @ components
+        columns = [self._distance_gradient(v + step * e, X) - self._distance_gradient(v - step * e, X) for e in components]
+        hessian = np.stack(columns, axis=-1) / (2.0 * step)  # H_i E, (n, D, k)
+        reduced = np.einsum("kd,ndl->nkl", components, hessian)
+        w = np.linalg.solve(0.5 * (reduced + reduced.transpose(0, 2, 1)), a[..., None])[..., 0]
+        gradient = a[:, -1:] * np.einsum("ndk,nk->nd", hessian, w) + w[:, -1:] * self._distance_gradient(v, X)
+        return -2.0 * gradient.sum(axis=0)
+
+    def _distance_gradient(self, tangent_vecs, X):
+        r""":math:`\nabla_v d^2(\mathrm{Exp}_\mu(v_i), x_i) = -2 B_i^T M(p_i) r_i`, shape (n, D).
+
+        :math:`B_i` is the differential of Exp at :math:`v_i`, :math:`p_i = \mathrm{Exp}_\mu(v_i)`,
+        :math:`r_i = \mathrm{Log}_{p_i}(x_i)`. :math:`B^T M(p) r = M(\mu) J(1)` for the Jacobi field
+        :math:`J(0) = 0`, :math:`J'(0) = r` along the geodesic back from :math:`p` to :math:`\mu` (the
+        Wronskian of two Jacobi fields is constant), whose velocity :math:`-B v` is the Jacobi field
+        with :math:`J'(0) = v` at :math:`t = 1`.
+        """
+        points = _tangent.exp(self.space, tangent_vecs, self.mean_, self.n_jobs)
+        residuals = _tangent.log(self.space, X, points, self.n_jobs)
+        starts = np.broadcast_to(self.mean_, tangent_vecs.shape)
+        velocities = _tangent.jacobi_end(self.space, tangent_vecs, starts, tangent_vecs, self.n_jobs)
+        return -2.0 * _tangent.jacobi_end(self.space, -velocities, points, residuals, self.n_jobs) @ self.metric_matrix_
 
     def _frame(self, basis, direction):
         r"""Rows orthonormal in :math:`M(\mu)` spanning the complement of ``basis``, the first along ``direction`` projected on it."""
@@ -214,8 +281,10 @@ class PrincipalGeodesicAnalysis(TransformerMixin, BaseEstimator):
         Starts from ``coordinates``; the step solves
         :math:`\min_\delta \|r_i - B_i E \delta\|^2_{M(\hat x_i)}` with the Jacobi fields
         :math:`B_i E = \partial_v \mathrm{Exp}_\mu(E a_i)\, E`, halving it per point until :math:`d^2` decreases.
-        A point stops when its Gauss--Newton decrement is below ``tol**2`` times :math:`d^2` or
-        after four rejected halvings (the Log residuals resolve no further descent).
+        A point converges when its Gauss--Newton decrement is below ``tol**2`` times
+        :math:`d^2 + |a|^2`; it stops unconverged after four rejected halvings (the Log
+        residuals resolve no further descent) or ``max_iter`` steps. Returns the coordinates
+        and whether each converged.
         """
 
         def evaluate(a, points_x):
@@ -226,7 +295,7 @@ class PrincipalGeodesicAnalysis(TransformerMixin, BaseEstimator):
 
         a = np.array(coordinates, dtype=float)
         value, residuals, metrics = evaluate(a, X)
-        steps, active = np.ones(len(a)), np.ones(len(a), dtype=bool)
+        steps, active, done = np.ones(len(a)), np.ones(len(a), dtype=bool), np.zeros(len(a), dtype=bool)
         for _ in range(max_iter):
             rows = np.flatnonzero(active)
             if not len(rows):
@@ -235,7 +304,7 @@ class PrincipalGeodesicAnalysis(TransformerMixin, BaseEstimator):
             weighted = metrics[rows] @ jacobians
             gradient = np.einsum("nde,nd->ne", weighted, residuals[rows])
             delta = np.linalg.solve(np.einsum("ndk,ndl->nkl", jacobians, weighted), gradient[..., None])[..., 0]
-            converged = np.einsum("nk,nk->n", gradient, delta) <= self.tol**2 * value[rows]
+            converged = np.einsum("nk,nk->n", gradient, delta) <= self.tol**2 * (value[rows] + np.sum(a[rows] ** 2, axis=1))
             trial = a[rows] + steps[rows, None] * delta
             new_value, new_residuals, new_metrics = evaluate(trial, X[rows])
             better = (new_value <= value[rows]) & ~converged
@@ -244,7 +313,19 @@ class PrincipalGeodesicAnalysis(TransformerMixin, BaseEstimator):
                 trial[better], new_value[better], new_residuals[better], new_metrics[better]
             )
             steps[rows] = np.where(better, 1.0, 0.5 * steps[rows])
+            done[rows[converged]] = True
             active[rows[converged | (steps[rows] < 0.1)]] = False
+        return a, done
+
+    def _exact_coordinates(self, tangent, X):
+        """Projections onto the fitted principal geodesic subspace, started at ``tangent``; warns for those not converged."""
+        a, converged = self._project(tangent, self.components_, X)
+        if not converged.all():
+            warnings.warn(
+                f"PrincipalGeodesicAnalysis (exact): {int((~converged).sum())} of {len(X)} projections did not meet tol={self.tol:.3g}",
+                ConvergenceWarning,
+                stacklevel=4,  # the user's call, past transform and with_one_blas_thread
+            )
         return a
 
     @with_one_blas_thread
@@ -257,7 +338,7 @@ class PrincipalGeodesicAnalysis(TransformerMixin, BaseEstimator):
         check_is_fitted(self)
         X = validate_data(self, check_not_text(X, "X"), dtype=float, reset=False)
         tangent = _tangent.log(self.space, X, self.mean_, self.n_jobs) @ self.metric_matrix_ @ self.components_.T
-        return self._project(tangent, self.components_, X) if self.method == "exact" else tangent
+        return self._exact_coordinates(tangent, X) if self.method == "exact" else tangent
 
     def inverse_transform(self, X):
         r"""Points :math:`\mathrm{Exp}_\mu(\sum_k a_k e_k)` from coordinates ``X`` of shape (n_samples, n_components)."""

@@ -17,7 +17,7 @@ from sklearn.exceptions import ConvergenceWarning
 from ..utils.parallel import parallel_map
 from ..utils.validation import check_n_jobs
 
-__all__ = ["point_dim", "log", "certified_log", "warn_uncertified", "exp", "exp_differential", "exp_derivative", "metric_matrix", "squared_norm", "squared_dist"]
+__all__ = ["point_dim", "log", "certified_log", "warn_uncertified", "exp", "exp_differential", "exp_derivative", "jacobi_end", "metric_matrix", "squared_norm", "squared_dist"]
 
 
 def point_dim(space):
@@ -136,6 +136,15 @@ def exp_derivative(space, tangent_vecs, base_point, directions, n_jobs=None):
 
     fields = _map(jacobi, [vectors, starts], [], n_jobs)
     return fields.reshape(n_samples, n_directions, -1).transpose(0, 2, 1)
+
+
+def jacobi_end(space, tangent_vecs, base_points, initial_derivatives, n_jobs=None):
+    r""":math:`J(1)` of the Jacobi fields with :math:`J(0) = 0`, :math:`J'(0) = w_i` along :math:`\mathrm{Exp}_{b_i}(t v_i)`, shape (n, D)."""
+
+    def jacobi(v, b, w):
+        return space.metric.jacobi_field(v, b, np.zeros_like(v), w)
+
+    return _map(jacobi, [tangent_vecs, base_points, initial_derivatives], [], n_jobs)
 
 
 def metric_matrix(space, base_point):
