@@ -467,10 +467,11 @@ class EnergyLogSolver:
         """
         _, length, error, log_error, n_segments, optimized, curves, _ = (part[rows] for part in outputs)
         certified = _certified(optimized, length, error, log_error, self.rtol, log_rtol)
-        curve_length, faithful = length.copy(), np.ones(len(length), dtype=bool)
-        checked = np.flatnonzero(~certified | (n_segments > HARD_LEVELS_FACTOR * self.n_segments) | self._sharp_field())
-        if not len(checked):
+        hard = ~certified | (n_segments > HARD_LEVELS_FACTOR * self.n_segments)
+        if not (hard.any() or self._sharp_field()):  # the common case, at no cost
             return certified, length
+        checked = np.flatnonzero(hard | self._sharp_field())
+        curve_length, faithful = length.copy(), np.ones(len(length), dtype=bool)
         shapes = np.stack([[len(curves[i]) - 1 for i in checked], np.where(certified[checked], 1, CURVE_SUBDIVISIONS)], axis=1)
         for nodes, subdivisions in unique_rows(shapes)[0]:
             group = checked[(shapes == (nodes, subdivisions)).all(axis=1)]  # one quadrature per shape
