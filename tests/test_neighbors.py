@@ -8,7 +8,7 @@ from helpers import CovarianceLearner
 from sklearn.neighbors import KNeighborsClassifier
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
-from riemlocal.distances import RULES, distance, rules_for
+from riemlocal.distances import RULES, distance, pairwise_distances, rules_for
 from riemlocal.fields import LazyField
 from riemlocal.neighbors import (
     GlobalShortlist,
@@ -207,3 +207,20 @@ def test_the_table_of_legal_pairs_is_what_fits_and_predicts(where, interpolation
         else:
             with pytest.raises(ValueError, match=f"rule='{rule}' serves fields of structure"):
                 LocalMetricKNN(CovarianceLearner(), **params).fit(X, y)
+
+
+def test_geodesic_rule_is_brute_force_geodesic_knn_on_a_curved_field():
+    """Per-class metrics blended smoothly: the classifier's votes are those of the exhaustive geodesic k-NN."""
+    rng = np.random.default_rng(3)
+    y = np.repeat([0, 1, 2], 8)
+    X = rng.normal(size=(24, 2)) * np.array([[2.0, 0.1], [0.1, 2.0], [0.5, 0.5]])[y] + np.c_[1.5 * y, np.zeros(24)]
+    Xq = rng.uniform(-1.0, 3.5, size=(12, 2))
+    clf = LocalMetricKNN(CovarianceLearner(), where="class", interpolation="smooth", rule="geodesic", shortlist=24, n_neighbors=3)
+    clf.fit(X, y)
+    geodesic = pairwise_distances(clf.field_, Xq, X, rule="geodesic")
+    line = pairwise_distances(clf.field_, Xq, X, rule="line_length")
+    assert np.all(geodesic <= line * (1 + 1e-6)) and np.any(geodesic < line * (1 - 1e-3))  # the field is curved
+    nearest = np.argsort(geodesic, axis=1, kind="stable")[:, :3]
+    votes = np.stack([np.bincount(y[row], minlength=3) for row in nearest])
+    np.testing.assert_array_equal(clf.predict(Xq), np.argmax(votes, axis=1))
+    np.testing.assert_allclose(clf.predict_proba(Xq), votes / 3)
