@@ -8,7 +8,9 @@ import pytest
 from riemlocal import LearnedMetricManifold
 from riemlocal.fields import ConstantField, GLMLField
 from riemlocal.learners import BoostMetric, CCMLMetric, LDAMetric, LMNNMetric
+from riemlocal.learning import FrechetMean, GeodesicRegression, PrincipalGeodesicAnalysis
 from riemlocal.neighbors import LocalMetricKNN
+from riemlocal.placement import LocalMetrics
 from riemlocal.utils.validation import (
     SPD_RTOL,
     broadcast_flat,
@@ -114,7 +116,23 @@ def test_parameter_tables_check_every_entry_with_the_helpers_messages():
         check_fraction(2, "share", strict=False)
 
 
-@pytest.mark.parametrize("estimator", [BoostMetric(), CCMLMetric(), LDAMetric(), LMNNMetric(), LocalMetricKNN()])
+_SPACE = LearnedMetricManifold(ConstantField(np.eye(2)))
+
+
+@pytest.mark.parametrize(
+    "estimator",
+    [
+        BoostMetric(),
+        CCMLMetric(),
+        LDAMetric(),
+        LMNNMetric(),
+        LocalMetricKNN(),
+        LocalMetrics(),
+        FrechetMean(_SPACE),
+        PrincipalGeodesicAnalysis(_SPACE),
+        GeodesicRegression(_SPACE),
+    ],
+)
 def test_every_parameter_table_names_parameters_of_its_estimator(estimator):
     table = type(estimator)._parameter_checks
     assert table and set(table) <= set(estimator.get_params(deep=False))

@@ -75,14 +75,14 @@ def condition_numbers(metrics):
     return largest / np.maximum(eigenvalues[..., 0], SPD_RTOL * largest)
 
 
-def check_max_condition(max_condition):
+def check_max_condition(max_condition, name="max_condition"):
     """Return ``max_condition`` as a float after checking it is ``None`` or a finite number > 1."""
     if max_condition is None:
         return None
     if isinstance(max_condition, bool) or not isinstance(max_condition, numbers.Real):
-        raise TypeError(f"max_condition must be None or a real number, got {max_condition!r}")
+        raise TypeError(f"{name} must be None or a real number, got {max_condition!r}")
     if not (np.isfinite(max_condition) and max_condition > 1):
-        raise ValueError(f"max_condition must be None or a finite number > 1, got {max_condition!r}")
+        raise ValueError(f"{name} must be None or a finite number > 1, got {max_condition!r}")
     return float(max_condition)
 
 
@@ -191,10 +191,10 @@ def check_learner(learner, name="learner"):
     return learner
 
 
-def check_rank(rank):
+def check_rank(rank, name="rank"):
     """Return ``rank`` after checking it is ``"auto"``, ``None`` or a positive int."""
     if rank is None or rank == "auto":
         return rank
     if isinstance(rank, bool) or not isinstance(rank, numbers.Integral) or rank < 1:
-        raise ValueError(f"rank must be 'auto', None or a positive int, got {rank!r}")
+        raise ValueError(f"{name} must be 'auto', None or a positive int, got {rank!r}")
     return int(rank)

@@ -7,6 +7,7 @@ The mean minimizes :math:`f(\mu) = \frac{1}{2 W} \sum_i w_i\, d^2(\mu, x_i)`,
 """
 
 import warnings
+from functools import partial
 
 import numpy as np
 from sklearn.base import BaseEstimator
@@ -18,7 +19,7 @@ from ..distances import pairwise_distances
 from ..numerics import curve_energy, extrapolate_levels
 from ..utils.optimize import ARMIJO, MAX_STALLS, ROUND_OFF
 from ..utils.parallel import with_one_blas_thread
-from ..utils.validation import check_int, check_n_jobs, check_not_text, check_option, check_points, check_tolerance, check_weights
+from ..utils.validation import check_int, check_n_jobs, check_not_text, check_params, check_points, check_tolerance, check_weights, options
 from . import _tangent
 
 __all__ = ["FrechetMean", "given_mean"]
@@ -174,8 +175,16 @@ class FrechetMean(BaseEstimator):
         self.n_jobs = n_jobs
         self.verbose = verbose
 
+    _parameter_checks = {
+        "method": options("auto", "karcher", "joint"),
+        "max_iter": check_int,
+        "n_segments": partial(check_int, minimum=2),
+        "rtol": check_tolerance,
+        "tol": check_tolerance,
+        "n_jobs": check_n_jobs,
+    }
+
     def _resolve_method(self):
-        check_option(self.method, "method", {"auto", "karcher", "joint"})
         field = getattr(self.space, "field", None)
         smooth = field is not None and getattr(field, "is_smooth", False)
         if self.method == "joint" and not smooth:
@@ -189,13 +198,9 @@ class FrechetMean(BaseEstimator):
         Samples with weight 0 are absent.
         """
         dim = _tangent.point_dim(self.space)
-        method = self._resolve_method()
-        max_iter = check_int(self.max_iter, "max_iter")
-        check_int(self.n_segments, "n_segments", minimum=2)
+        params = check_params(self, self._parameter_checks)
         check_int(self.max_segments, "max_segments", minimum=self.n_segments)
-        check_tolerance(self.rtol, "rtol")
-        tol = check_tolerance(self.tol, "tol")
-        check_n_jobs(self.n_jobs)
+        method, max_iter, tol = self._resolve_method(), params["max_iter"], params["tol"]
         X = validate_data(self, check_not_text(X, "X"), dtype=float)
         if X.shape[1] != dim:
             raise ValueError(f"X must have {dim} features to match the space, got shape {X.shape}")

@@ -9,7 +9,7 @@ from sklearn.utils.validation import check_array, check_is_fitted, validate_data
 
 from ..utils.optimize import MAX_STALLS
 from ..utils.parallel import with_one_blas_thread
-from ..utils.validation import check_int, check_not_text, check_option, check_points, check_tolerance
+from ..utils.validation import check_int, check_not_text, check_params, check_points, check_tolerance, options
 
 from . import _tangent
 from ._frechet import FrechetMean, given_mean
@@ -144,10 +144,10 @@ class PrincipalGeodesicAnalysis(TransformerMixin, BaseEstimator):
             return self._exact_coordinates(logs @ self.metric_matrix_ @ self.components_.T, X)
         return logs @ self.metric_matrix_ @ self.components_.T
 
+    _parameter_checks = {"method": options("tangent", "exact"), "max_iter": check_int, "tol": check_tolerance}
+
     def _fit(self, X):
-        method = check_option(self.method, "method", ("tangent", "exact"))
-        check_int(self.max_iter, "max_iter")
-        check_tolerance(self.tol, "tol")
+        method = check_params(self, self._parameter_checks)["method"]
         if method == "exact" and not callable(getattr(self.space.metric, "jacobi_field", None)):
             raise ValueError("method='exact' needs space.metric.jacobi_field (a LearnedMetricManifold)")
         X = validate_data(self, check_not_text(X, "X"), dtype=float, ensure_min_samples=2)

@@ -12,7 +12,7 @@ from tqdm.auto import tqdm
 
 from ..utils.optimize import ARMIJO
 from ..utils.parallel import with_one_blas_thread
-from ..utils.validation import check_int, check_n_jobs, check_not_text, check_option, check_tolerance, check_weights
+from ..utils.validation import check_int, check_n_jobs, check_not_text, check_params, check_tolerance, check_weights, options
 from . import _tangent
 from ._frechet import given_mean
 from ._pga import PrincipalGeodesicAnalysis
@@ -138,14 +138,14 @@ class GeodesicRegression(BaseEstimator):
         self.n_jobs = n_jobs
         self.verbose = verbose
 
+    _parameter_checks = {"method": options("exact", "flat"), "max_iter": check_int, "tol": check_tolerance, "n_jobs": check_n_jobs}
+
     @with_one_blas_thread
     def fit(self, t, Y, sample_weight=None):
         """Fit covariates ``t`` of shape (n_samples,) or (n_samples, n_covariates) to points ``Y`` (n_samples, dim)."""
         dim = _tangent.point_dim(self.space)
-        method = check_option(self.method, "method", ("exact", "flat"))
-        max_iter = check_int(self.max_iter, "max_iter")
-        tol = check_tolerance(self.tol, "tol")
-        check_n_jobs(self.n_jobs)
+        params = check_params(self, self._parameter_checks)
+        method, max_iter, tol = params["method"], params["max_iter"], params["tol"]
         t, Y = validate_data(
             self, _as_design(check_not_text(t, "t")), check_not_text(Y, "Y"),
             dtype=float, multi_output=True, y_numeric=True, ensure_min_samples=2,

@@ -1,6 +1,7 @@
 """The :class:`LocalMetrics` estimator: a global metric, regions, one local fit per region."""
 
 import warnings
+from functools import partial
 
 import numpy as np
 from joblib import Parallel, delayed
@@ -21,7 +22,7 @@ from ..learners import (
     fit_local_metric,
 )
 from ..utils.parallel import with_one_blas_thread
-from ..utils.validation import check_int, check_labels, check_n_jobs, check_option, check_positive, check_random_state
+from ..utils.validation import check_int, check_labels, check_n_jobs, check_option, check_params, check_positive, check_random_state, options
 from ._regions import auto_bandwidth, class_weights, leave_one_out_smoothing, neighbourhoods, reference_weights
 
 __all__ = [
@@ -233,6 +234,16 @@ class LocalMetrics(BaseEstimator):
         self.verbose = verbose
         self.random_state = random_state
 
+    _parameter_checks = {
+        "where": options(*PLACEMENTS),
+        "rank": check_rank,
+        "ridge": partial(check_positive, strict=False),
+        "max_condition": check_max_condition,
+        "zero_metric": options("raise", "fallback"),
+        "n_jobs": check_n_jobs,
+        "random_state": check_random_state,
+    }
+
     @with_one_blas_thread
     def fit(self, X, y):
         """Learn the global metric, then the local metrics at the chosen places.
@@ -246,13 +257,7 @@ class LocalMetrics(BaseEstimator):
         -------
         self : LocalMetrics
         """
-        check_option(self.where, "where", PLACEMENTS)
-        check_rank(self.rank)
-        check_positive(self.ridge, "ridge", strict=False)
-        check_max_condition(self.max_condition)
-        check_option(self.zero_metric, "zero_metric", ("raise", "fallback"))
-        check_n_jobs(self.n_jobs)
-        check_random_state(self.random_state)
+        check_params(self, self._parameter_checks)
         X, y = validate_classes(self, X, y)
         learner = default_learner() if self.learner is None else check_learner(self.learner)
         global_learner = learner if self.global_learner is None else check_learner(self.global_learner, "global_learner")
