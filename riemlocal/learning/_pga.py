@@ -260,8 +260,7 @@ class PrincipalGeodesicAnalysis(TransformerMixin, BaseEstimator):
         """
         points = _tangent.exp(self.space, tangent_vecs, self.mean_, self.n_jobs)
         residuals = _tangent.log(self.space, X, points, self.n_jobs)
-        starts = np.broadcast_to(self.mean_, tangent_vecs.shape)
-        velocities = _tangent.jacobi_end(self.space, tangent_vecs, starts, tangent_vecs, self.n_jobs)
+        velocities = _tangent.jacobi_end(self.space, tangent_vecs, self.mean_, tangent_vecs, self.n_jobs)
         return -2.0 * _tangent.jacobi_end(self.space, -velocities, points, residuals, self.n_jobs) @ self.metric_matrix_
 
     def _frame(self, basis, direction):

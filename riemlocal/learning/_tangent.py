@@ -129,22 +129,22 @@ def exp_derivative(space, tangent_vecs, base_point, directions, n_jobs=None):
     """
     n_samples, n_directions = len(tangent_vecs), len(directions)
     vectors = np.repeat(tangent_vecs, n_directions, axis=0)
-    starts = np.tile(directions, (n_samples, 1))
-
-    def jacobi(v, w):
-        return space.metric.jacobi_field(v, base_point, np.zeros_like(v), w)
-
-    fields = _map(jacobi, [vectors, starts], [], n_jobs)
+    fields = jacobi_end(space, vectors, base_point, np.tile(directions, (n_samples, 1)), n_jobs)
     return fields.reshape(n_samples, n_directions, -1).transpose(0, 2, 1)
 
 
-def jacobi_end(space, tangent_vecs, base_points, initial_derivatives, n_jobs=None):
-    r""":math:`J(1)` of the Jacobi fields with :math:`J(0) = 0`, :math:`J'(0) = w_i` along :math:`\mathrm{Exp}_{b_i}(t v_i)`, shape (n, D)."""
+def jacobi_end(space, tangent_vecs, base_point, initial_derivatives, n_jobs=None):
+    r""":math:`J(1)` of the Jacobi fields with :math:`J(0) = 0`, :math:`J'(0) = w_i` along :math:`\mathrm{Exp}_{b}(t v_i)`, shape (n, D).
 
-    def jacobi(v, b, w):
+    One ``base_point`` (D,) or one per vector (n, D).
+    """
+
+    def jacobi(v, w, b):
         return space.metric.jacobi_field(v, b, np.zeros_like(v), w)
 
-    return _map(jacobi, [tangent_vecs, base_points, initial_derivatives], [], n_jobs)
+    if np.ndim(base_point) == 1:
+        return _map(jacobi, [tangent_vecs, initial_derivatives], [base_point], n_jobs)
+    return _map(jacobi, [tangent_vecs, initial_derivatives, base_point], [], n_jobs)
 
 
 def metric_matrix(space, base_point):
