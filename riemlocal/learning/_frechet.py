@@ -245,17 +245,19 @@ class FrechetMean(BaseEstimator):
         point with the smallest weighted sum of squared straight-line lengths (``rule="line"``, which bound
         the distances from above) among at most ``_MEDOID_CANDIDATES`` evenly spaced data points.
         """
-        starts = [] if self.init is None else [self._coordinate_mean(X, weights)]
         field = getattr(self.space, "field", None)
+
+        def objectives(points):  # the straight-line bounds at each of ``points``
+            return pairwise_distances(field, points, X, rule="line", squared=True, n_jobs=self.n_jobs) @ weights
+
+        starts = [] if self.init is None else [self._coordinate_mean(X, weights)]
         if field is None:
             return [(point, np.inf) for point in starts]
+        starts = [(point, objectives(point[None])[0]) for point in starts]
         rows = np.unique(np.linspace(0, len(X) - 1, min(len(X), _MEDOID_CANDIDATES)).astype(int))
-        starts.append(X[rows[np.argmin(pairwise_distances(field, X[rows], X, rule="line", squared=True, n_jobs=self.n_jobs) @ weights)]])
-        starts = [point for point in starts if not np.array_equal(point, first)]
-        if not starts:
-            return []
-        bounds = pairwise_distances(field, np.array(starts), X, rule="line", squared=True, n_jobs=self.n_jobs) @ weights
-        return list(zip(starts, bounds))
+        candidates = objectives(X[rows])
+        starts.append((X[rows[np.argmin(candidates)]], candidates.min()))
+        return [(point, bound) for point, bound in starts if not np.array_equal(point, first)]
 
     def _coordinate_mean(self, X, weights):
         """The weighted coordinate mean, projected onto the space when it has ``projection``."""
