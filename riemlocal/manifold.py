@@ -63,7 +63,7 @@ class LearnedMetric(RiemannianMetric):
     chunk_size, n_jobs, verbose
         Batching options of both solvers.
     compiled : bool, default=True
-        Exp and Log in compiled code for fields with a kernel (:class:`~riemlocal.numerics.ODEExpSolver`,
+        Exp and Log in compiled code for fields with a compiled capability (:class:`~riemlocal.numerics.ODEExpSolver`,
         :class:`~riemlocal.numerics.EnergyLogSolver`).
     **log_options
         Further options of the Log solver, :class:`~riemlocal.numerics.EnergyLogSolver`:

@@ -1,4 +1,4 @@
-"""The compiled kernels (numba) against the numpy path: equal to 1e-12."""
+"""The compiled evaluators (numba) of the RBF fields' capability against the numpy path: equal to 1e-12."""
 
 import math
 import re
@@ -11,17 +11,16 @@ import pytest
 from riemlocal import LearnedMetricManifold, RBFLocalField, SmoothLocalField
 from riemlocal.fields import ConstantField
 from riemlocal.fields.kernels import (
-    COMPILED_MAX_WORK,
-    CURVE_KERNEL_MAX_DIM,
-    compiled_kernel,
-    exp_nonpositive,
     rbf_acceleration,
     rbf_curve_trapezoid,
     rbf_curve_work,
+    rbf_point_metric,
+    rbf_relative_to,
     rbf_weights,
     rbf_work_space,
 )
-from riemlocal.numerics import ODEExpSolver, integrate_geodesic, trapezoid_energy
+from riemlocal.numerics import COMPILED_MAX_WORK, CURVE_MAX_DIM, ODEExpSolver, compiled_data, integrate_geodesic, trapezoid_energy
+from riemlocal.utils.compiled import exp_nonpositive
 
 
 def random_spd(rng, n, dim, condition=30.0):
@@ -49,11 +48,15 @@ def relative(a, b):
 def test_point_kernels_equal_numpy(dim):
     rng = np.random.default_rng(dim)
     for field in rbf_fields(dim):
-        kernel, work = field.kernel, rbf_work_space(field.kernel)
+        kernel = field.capability.data
+        work = rbf_work_space(kernel)
         for x, v in rng.normal(size=(10, 2, dim)) * 1.5:
             weights, half_grad = np.empty(field.n_centers), np.empty((field.n_centers, dim))
             assert rbf_weights(kernel, x, weights, half_grad)
             assert relative(weights, field.weights(x)) < 1e-12
+            metric = np.empty((dim, dim))
+            assert rbf_point_metric(kernel, x, metric, work)
+            assert relative(metric, field.metric_matrix(x)) < 1e-12
             out = np.empty(dim)
             assert rbf_acceleration(kernel, x, v, out, work)
             assert relative(out, field._acceleration(v[None], x[None])[0]) < 1e-12
@@ -84,7 +87,6 @@ def test_refcount_free_falls_back_to_counted_njit(monkeypatch):
     """A numba without the ``_nrt`` option still compiles the kernels, with reference counting."""
     from numba import njit
 
-    from riemlocal.fields import kernels
     from riemlocal.utils import compiled
 
     def strict_njit(**options):
@@ -97,7 +99,7 @@ def test_refcount_free_falls_back_to_counted_njit(monkeypatch):
     def total(a):
         return a.sum()
 
-    assert kernels.refcount_free(total)(np.arange(4.0)) == 6.0
+    assert compiled.refcount_free(total)(np.arange(4.0)) == 6.0
 
 
 @pytest.mark.parametrize("dim", [1, 2, 5])
@@ -108,7 +110,7 @@ def test_compiled_segment_terms_equal_numpy(dim):
     curves = np.cumsum(rng.normal(size=(3, 7, dim)) * 0.4, axis=1)
     steps, midpoints = np.diff(curves, axis=1), 0.5 * (curves[:, 1:] + curves[:, :-1])
     for field in rbf_fields(dim, seed=dim):
-        assert compiled_kernel(field, curves.shape[0] * (curves.shape[1] - 1)) is not None
+        assert compiled_data(field, curves.shape[0] * (curves.shape[1] - 1)) is not None
         terms = field.segment_energy_terms(curves, hessian=True)
         expected = field.energy_terms(steps, midpoints) + field.energy_hessian(steps, midpoints)
         for compiled, numpy_path in zip(terms, expected, strict=True):
@@ -122,7 +124,8 @@ def test_compiled_trapezoid_energy_equals_numpy(dim):
     rng = np.random.default_rng(50 + dim)
     curve = 3.0 + np.cumsum(rng.normal(size=(9, dim)) * 0.4, axis=0)
     for field in rbf_fields(dim, seed=dim):
-        kernel = field.kernel._replace(centers=field.kernel.centers - curve[0])
+        kernel = field.capability.data
+        kernel = rbf_relative_to(kernel, curve[0], np.empty_like(kernel.centers))
         work = rbf_curve_work(kernel, 8)
         assert relative(rbf_curve_trapezoid(kernel, curve, work), trapezoid_energy(field, curve)) < 1e-12
 
@@ -146,13 +149,14 @@ def test_solver_and_manifold_option():
     assert LearnedMetricManifold(field, compiled=False).metric.exp_solver.compiled is False
     with pytest.raises(TypeError, match="compiled must be a bool"):
         ODEExpSolver(field, compiled="yes")
-    assert ConstantField(np.eye(2)).kernel is None  # fields without a kernel take the numpy path
-    work = field.kernel.metrics.size  # R dim^2 per point
-    assert compiled_kernel(field, COMPILED_MAX_WORK // work) is not None
-    assert compiled_kernel(field, COMPILED_MAX_WORK // work + 1) is None  # large batches: numpy's BLAS
-    assert compiled_kernel(field, COMPILED_MAX_WORK // work + 1, curves=True) is not None  # curve kernels, dim <= 5
-    wide = rbf_fields(CURVE_KERNEL_MAX_DIM + 1)[0]
-    assert compiled_kernel(wide, COMPILED_MAX_WORK // wide.kernel.metrics.size + 1, curves=True) is None
+    assert ConstantField(np.eye(2)).capability is None  # fields without a capability take the numpy path
+    work = field.capability.point_cost
+    assert work == field.metrics.size  # R dim^2 per point
+    assert compiled_data(field, COMPILED_MAX_WORK // work) is field.capability.data
+    assert compiled_data(field, COMPILED_MAX_WORK // work + 1) is None  # large batches: numpy's BLAS
+    assert compiled_data(field, COMPILED_MAX_WORK // work + 1, curves=True) is not None  # curve evaluators, dim <= 5
+    wide = rbf_fields(CURVE_MAX_DIM + 1)[0]
+    assert compiled_data(wide, COMPILED_MAX_WORK // wide.capability.point_cost + 1, curves=True) is None
 
 
 def test_overflow_falls_back_to_the_numpy_path():
@@ -160,7 +164,7 @@ def test_overflow_falls_back_to_the_numpy_path():
     field = rbf_fields(2)[0]
     far = np.array([[1e200, -1e200]])
     weights, half_grad = np.empty(field.n_centers), np.empty((field.n_centers, 2))
-    assert not rbf_weights(field.kernel, far[0], weights, half_grad)
+    assert not rbf_weights(field.capability.data, far[0], weights, half_grad)
     end = integrate_geodesic(field, np.ones((1, 2)), far)
     assert np.all(np.isfinite(end))
     np.testing.assert_array_equal(end, integrate_geodesic(field, np.ones((1, 2)), far, compiled=False))

@@ -47,7 +47,7 @@ def test_node_space_iterates_match_the_chart():
     factor = np.linalg.cholesky(random_spd(rng, 1, dim)[0])
     inverse_factor, preconditioner = np.linalg.inv(factor), laplacian_inverse_sqrt(n_segments)
     chart = (np.zeros((n_segments + 1, dim)), curve_scale, 1.0, factor, inverse_factor, preconditioner)
-    state = _new_state(rbf_fields(dim)[0].kernel, n_segments + 1)
+    state = _new_state(rbf_fields(dim)[0].capability.data, n_segments + 1, dim)
     state[1][:] = rng.normal(size=(n_segments + 1, dim))  # a node gradient
     gradient_z = curve_scale * preconditioner @ (state[1][1:-1] @ inverse_factor.T)
     assert _gradient_norm(chart, state) == pytest.approx(np.abs(gradient_z).max(), rel=1e-14)

@@ -285,9 +285,10 @@ def test_pruning_with_ties_and_huge_eigenvalue_ratios(monkeypatch):
         np.testing.assert_allclose(distance(doubled, X, Y, rule=rule), distance(field, X, Y, rule=rule), rtol=1e-13)
 
 
-def test_compiled_candidates_equal_numpy():
-    """The compiled pruning test takes the same decisions as the numpy one, bit for bit, on random
-    brackets with ties, exact parabolas (zero errors), touching vertices and rows that are not finite."""
+def test_envelope_candidates_keep_every_parabola_that_can_be_lowest():
+    """The pruning test never drops a parabola whose lower bound reaches the upper envelope somewhere on a
+    fine grid of [0, 1] (the test's soundness), on random brackets with ties, exact parabolas (zero errors),
+    touching vertices and rows that are not finite (kept whole); and it does drop some."""
     rng = np.random.default_rng(5)
     shape = (300, 40)
     quadratic, linear, constant = rng.exponential(size=shape), rng.normal(size=shape), rng.exponential(size=shape)
@@ -296,19 +297,23 @@ def test_compiled_candidates_equal_numpy():
     curvature_error[20:40], offset_error[20:40], quadratic[40:60] = 0.0, 0.0, 0.0  # exact; lines
     linear[60:80] = -2.0 * quadratic[60:80] * rng.choice([0.0, 0.25, 0.5, 1.0], (20, 1))  # vertices on grid points
     constant[80], quadratic[81, 3], offset_error[82, 5], linear[83, 7] = np.nan, np.inf, np.inf, -np.inf
+    t = np.linspace(0.0, 1.0, 2001)[:, None, None]
+    finite = np.arange(84, 300)
+    lower = (np.maximum(quadratic - curvature_error, 0.0) * t + linear) * t + constant - offset_error
+    upper = ((quadratic + curvature_error) * t + linear) * t + constant + offset_error
+    reaches = (lower[:, finite] <= upper[:, finite].min(axis=2, keepdims=True)).any(axis=0)
     for n_pieces in (1, 4, 16):
-        arguments = (quadratic, linear, constant, curvature_error, offset_error, n_pieces)
-        compiled = _envelope._envelope_candidates(*arguments)
-        with np.errstate(invalid="ignore"):  # inf - inf in the rows that are not finite
-            np.testing.assert_array_equal(compiled, _envelope._envelope_candidates(*arguments, compiled=False))
-        assert 0 < compiled.sum() < compiled.size and compiled[[80, 81, 83]].all() and compiled[82, 5]
-    exact = (quadratic[20:40], linear[20:40], constant[20:40])
-    np.testing.assert_array_equal(_envelope._envelope_candidates(*exact), _envelope._envelope_candidates(*exact, compiled=False))
+        keep = _envelope._envelope_candidates(quadratic, linear, constant, curvature_error, offset_error, n_pieces)
+        assert keep[finite][reaches].all()
+        assert 0 < keep.sum() < keep.size and keep[[80, 81, 83]].all() and keep[82, 5]
+    assert (_envelope._envelope_candidates(quadratic, linear, constant, curvature_error, offset_error, 16).sum()
+            <= _envelope._envelope_candidates(quadratic, linear, constant, curvature_error, offset_error, 1).sum())
 
 
-def test_compiled_walk_equals_numpy():
-    """The compiled envelope walk finds the numpy walk's pieces, bit for bit and in the same order along each
-    row, on random parabolas with ties everywhere, near-ties (1e-17 apart) and straight lines."""
+def test_envelope_walk_is_the_lower_envelope():
+    """The walk's pieces tile [0, 1] along each row, and each piece's parabola is the lowest of all at its midpoint
+    (to rounding of the values) and at a fine grid inside it, on random parabolas with ties everywhere,
+    near-ties (1e-17 apart) and straight lines."""
     rng = np.random.default_rng(6)
     shape = (300, 40)
     quadratic, linear, constant = rng.exponential(size=shape), rng.normal(size=shape), rng.exponential(size=shape)
@@ -316,12 +321,15 @@ def test_compiled_walk_equals_numpy():
     quadratic[20:40, 5:], linear[20:40, 5:] = quadratic[20:40, :1], linear[20:40, :1]
     constant[20:40, 5:] = constant[20:40, :1] + 1e-17
     quadratic[40:60] = 0.0
-    numpy = _lower_envelope(quadratic, linear, constant, compiled=False)
-    compiled = _lower_envelope(quadratic, linear, constant)
-    order = np.argsort(numpy[0], kind="stable")  # numpy lists the pieces breakpoint by breakpoint
-    for expected, found in zip(numpy, compiled):
-        np.testing.assert_array_equal(found, expected[order])
-    assert len(compiled[0]) > 2 * len(quadratic)  # several pieces per row
+    pair, cell, span = _lower_envelope(quadratic, linear, constant)
+    np.testing.assert_allclose(np.bincount(pair, span, minlength=len(quadratic)), 1.0, rtol=1e-12)
+    assert np.all(span >= 0) and len(pair) > 2 * len(quadratic)  # several pieces per row
+    start = np.concatenate([[0.0], np.cumsum(span)[:-1]]) - np.concatenate([[0.0], np.cumsum(span)])[np.searchsorted(pair, pair)]
+    t = start[:, None] + span[:, None] * np.linspace(0.02, 0.98, 9)
+    values = (quadratic[pair][:, None] * t[..., None] + linear[pair][:, None]) * t[..., None] + constant[pair][:, None]
+    active = np.take_along_axis(values, np.broadcast_to(cell[:, None, None], values.shape[:2] + (1,)), axis=2)[..., 0]
+    scale = np.abs(quadratic[pair]).max(axis=1) + np.abs(linear[pair]).max(axis=1) + np.abs(constant[pair]).max(axis=1)
+    assert np.all(active <= values.min(axis=2) + 1e-13 * scale[:, None])
 
 
 @pytest.mark.parametrize("m", [None, 1, 3])

@@ -21,7 +21,7 @@ LAYERS = {
     "learners": 2,
     "fields": 3,
     "placement": 4,
-    "numerics": 5,
+    "numerics": 2.5,
     "geodesics": 5,
     "connection": 5,
     "manifold": 6,

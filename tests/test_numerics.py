@@ -11,6 +11,7 @@ from sklearn.exceptions import ConvergenceWarning
 
 from helpers import random_field_3d
 from riemlocal import ConstantField, LearnedMetricManifold, SmoothLocalField
+from riemlocal.learning import FrechetMean
 from riemlocal.numerics import (
     polyline_length,
     EnergyLogSolver,
@@ -205,6 +206,44 @@ def test_injected_solvers_are_called():
     assert space.metric.dist(x, y) == pytest.approx(np.sqrt(16 * TWO_METRIC.metric_matrix(x)[0, 0]))
     np.testing.assert_array_equal(space.metric.geodesic(x, end_point=y)(np.array([0.5])), [[3.0, 3.0]])
     assert calls == ["log", "exp", "log", "log", "geodesic"]
+
+
+def test_frechet_mean_reaches_geodesics_through_the_space_log_solver():
+    """The joint mean is the Log solver's ``joint_mean``: a subclass's is called, and a solver without one
+    makes ``method="auto"`` take Karcher's descent through that solver's Logs."""
+    space = LearnedMetricManifold(TWO_METRIC)
+    points = np.array([[1.0, 1.0], [5.0, 2.0], [3.0, 5.0], [2.0, 4.0]])
+    reference = FrechetMean(space).fit(points).estimate_
+
+    class Recording(EnergyLogSolver):
+        calls = []
+
+        def joint_mean(self, *args, **kwargs):
+            self.calls.append("joint_mean")
+            return super().joint_mean(*args, **kwargs)
+
+        def log(self, point, base_point):
+            self.calls.append("log")
+            return super().log(point, base_point)
+
+    space.metric.log_solver = Recording(TWO_METRIC)
+    np.testing.assert_array_equal(FrechetMean(space).fit(points).estimate_, reference)
+    assert Recording.calls == ["joint_mean"]
+
+    class LogOnly:
+        def __init__(self):
+            self.solver, self.n_logs = EnergyLogSolver(TWO_METRIC), 0
+
+        def log(self, point, base_point):
+            self.n_logs += 1
+            return self.solver.log(point, base_point)
+
+    space.metric.log_solver = LogOnly()
+    karcher = FrechetMean(space).fit(points)
+    assert space.metric.log_solver.n_logs >= karcher.n_iter_ > 0
+    np.testing.assert_allclose(karcher.estimate_, reference, atol=5e-5)  # both to their tolerances (rms distance about 2.5)
+    with pytest.raises(ValueError, match="joint_mean"):
+        FrechetMean(space, method="joint").fit(points)
 
 
 def test_solver_options_are_validated_at_construction_and_use():

@@ -76,8 +76,12 @@ class MetricField:
         return self.structure in ("constant", "smooth")
 
     @property
-    def kernel(self):
-        """Arrays for the compiled kernels of :mod:`riemlocal.fields.kernels`, or ``None`` (numpy path only)."""
+    def capability(self):
+        """What this field evaluates in compiled code: a :class:`~riemlocal.numerics.CompiledCapability`, or ``None`` (numpy methods only).
+
+        The solvers ask for it and take the generic path without it; :mod:`riemlocal.numerics`
+        lists the evaluators a capability's data must have.
+        """
         return None
 
     def segment_cells(self, start_point, end_point):

@@ -310,93 +310,28 @@ def _exact_parabolas(field, start, end, pair, center):
     return out
 
 
-def _entering_roots(da, db, dc):
-    r"""Where :math:`g = \Delta a \lambda^2 + \Delta b \lambda + \Delta c` turns from positive to negative.
+def _lower_envelope(quadratic, linear, constant):
+    r"""Walk the lower envelope of :math:`q_r(\lambda) = a_r\lambda^2 + b_r\lambda + c_r` on [0, 1], row by row (one pair per row).
 
-    ``g = q_s - q_r`` for the active parabola :math:`r`; the answer is the root
-    with :math:`g' < 0` (the smaller root when :math:`\Delta a > 0`, the
-    larger one when :math:`\Delta a < 0`), ``inf`` when there is none
-    (no real root, a double root, which only touches, or an increasing line).
-    Both roots come from the cancellation-free pair :math:`\{q/\Delta a, \Delta c/q\}`,
-    :math:`q = -(\Delta b + \mathrm{sign}\,\sqrt{\mathrm{disc}})/2`, which is
-    invariant under :math:`g \to -g`: the exit root of :math:`s` is bit for bit the
-    entry root of :math:`r` seen from :math:`s`, so a walk cannot lose a thin cell.
-    """
-    disc = db * db - 4.0 * da * dc
-    sign = np.where(db != 0, np.sign(db), np.sign(da))
-    with np.errstate(divide="ignore", invalid="ignore"):
-        q = -0.5 * (db + sign * np.sqrt(np.maximum(disc, 0.0)))
-        first, second = q / da, dc / q
-    root = np.where(da > 0, np.fmin(first, second), np.fmax(first, second))
-    root = np.where(da == 0, second, root)
-    return np.where((disc > 0) & ((da != 0) | (db < 0)), root, np.inf)
-
-
-def _lower_envelope(quadratic, linear, constant, compiled=True):
-    r"""Walk the lower envelope of :math:`q_r(\lambda) = a_r\lambda^2 + b_r\lambda + c_r` on [0, 1].
-
-    Vectorized over pairs (rows), after dropping the parabolas that cannot
-    reach the envelope (:func:`_envelope_candidates`). From :math:`\lambda = 0` and the active
-    :math:`r = \arg\min_r c_r`, the next breakpoint is the first entering root
-    after :math:`\lambda`; the segment is then checked at its midpoint against
-    all parabolas (ties at a breakpoint, a start on a cell boundary or several
-    cells meeting in one point can make the root order ambiguous in floating
-    point), and re-walked from the same :math:`\lambda` with the parabola found
-    there when another one is lower beyond rounding.
-
-    ``compiled`` walks row by row in the same floating-point operations (:func:`_compiled_walk`,
-    no numpy call per breakpoint); the pieces then come row by row, each row's in the same order.
+    After dropping the parabolas that cannot reach the envelope (:func:`_envelope_candidates`):
+    from :math:`\lambda = 0` and the active :math:`r = \arg\min_r c_r`, the next breakpoint is
+    the first entering root after :math:`\lambda`; the segment is then checked at its midpoint
+    against all parabolas (ties at a breakpoint, a start on a cell boundary or several cells
+    meeting in one point can make the root order ambiguous in floating point), and re-walked
+    from the same :math:`\lambda` with the parabola found there when another one is lower
+    beyond rounding (:func:`_compiled_walk`).
 
     Returns
     -------
     pair, cell, span : ndarray of shape (n_segments,)
-        Row, active parabola and length (in :math:`\lambda`) of each segment.
+        Row, active parabola and length (in :math:`\lambda`) of each segment, row by row and in order along each row.
     """
     keep = _compact(_envelope_candidates(quadratic, linear, constant))[0]
     rows = np.arange(len(keep))[:, None]
-    quadratic, linear, constant = quadratic[rows, keep], linear[rows, keep], constant[rows, keep]
-    if compiled:
-        pair, cell, span, finished = _compiled_walk(quadratic, linear, constant)
-        if not finished:
-            raise RuntimeError("the lower-envelope walk did not terminate; please report this input")
-        return pair, keep[pair, cell], span
-    n_rows, n_parabolas = constant.shape
-    start = np.zeros(n_rows)
-    active = np.argmin(constant, axis=1)
-    alive = np.arange(n_rows)
-    pairs, cells, spans = [], [], []
-    tiny = 16.0 * np.finfo(float).eps
-    for _ in range(4 * n_parabolas + 16):  # an envelope of R parabolas has at most 2R - 1 pieces
-        if alive.size == 0:
-            break
-        a, b, c = quadratic[alive], linear[alive], constant[alive]
-        rows, r, lam = np.arange(alive.size), active[alive], start[alive]
-        entry = _entering_roots(a - a[rows, r, None], b - b[rows, r, None], c - c[rows, r, None])
-        entry[entry <= lam[:, None]] = np.inf
-        following = np.argmin(entry, axis=1)
-        stop = entry[rows, following]
-        end = np.minimum(stop, 1.0)
-        mid = 0.5 * (lam + end)
-        values = (a * mid[:, None] + b) * mid[:, None] + c
-        best = np.argmin(values, axis=1)
-        slack = tiny * (
-            (np.abs(a[rows, r]) + np.abs(a[rows, best])) * mid**2
-            + (np.abs(b[rows, r]) + np.abs(b[rows, best])) * mid
-            + np.abs(c[rows, r])
-            + np.abs(c[rows, best])
-        )
-        wrong = values[rows, best] < values[rows, r] - slack
-        active[alive[wrong]] = best[wrong]
-        done = ~wrong
-        pairs.append(alive[done])
-        cells.append(r[done])
-        spans.append((end - lam)[done])
-        start[alive[done]], active[alive[done]] = stop[done], following[done]
-        alive = alive[wrong | (stop < 1.0)]
-    else:
+    pair, cell, span, finished = _compiled_walk(quadratic[rows, keep], linear[rows, keep], constant[rows, keep])
+    if not finished:
         raise RuntimeError("the lower-envelope walk did not terminate; please report this input")
-    pair = np.concatenate(pairs)
-    return pair, keep[pair, np.concatenate(cells)], np.concatenate(spans)
+    return pair, keep[pair, cell], span
 
 
 @cached_njit(error_model="numpy")
@@ -444,7 +379,17 @@ def _compiled_walk(quadratic, linear, constant):
 
 @cached_njit(error_model="numpy")
 def _entering_root(da, db, dc):
-    """:func:`_entering_roots` of one difference of parabolas, in the same floating-point operations."""
+    r"""Where :math:`g = \Delta a \lambda^2 + \Delta b \lambda + \Delta c` turns from positive to negative.
+
+    ``g = q_s - q_r`` for the active parabola :math:`r`; the answer is the root
+    with :math:`g' < 0` (the smaller root when :math:`\Delta a > 0`, the
+    larger one when :math:`\Delta a < 0`), ``inf`` when there is none
+    (no real root, a double root, which only touches, or an increasing line).
+    Both roots come from the cancellation-free pair :math:`\{q/\Delta a, \Delta c/q\}`,
+    :math:`q = -(\Delta b + \mathrm{sign}\,\sqrt{\mathrm{disc}})/2`, which is
+    invariant under :math:`g \to -g`: the exit root of :math:`s` is bit for bit the
+    entry root of :math:`r` seen from :math:`s`, so a walk cannot lose a thin cell.
+    """
     disc = db * db - 4.0 * da * dc
     sign = np.sign(db) if db != 0 else np.sign(da)
     q = -0.5 * (db + sign * np.sqrt(np.maximum(disc, 0.0)))
@@ -455,7 +400,7 @@ def _entering_root(da, db, dc):
     return root if disc > 0 and (da != 0 or db < 0) else np.inf
 
 
-def _envelope_candidates(quadratic, linear, constant, curvature_error=0.0, offset_error=0.0, n_pieces=4, compiled=True):
+def _envelope_candidates(quadratic, linear, constant, curvature_error=0.0, offset_error=0.0, n_pieces=4):
     r"""Mask ``(n_rows, R)`` of the parabolas that may reach the lower envelope on [0, 1].
 
     Each :math:`q_r` is known to within :math:`\beta_r + \alpha_r \lambda^2` on [0, 1]
@@ -464,31 +409,18 @@ def _envelope_candidates(quadratic, linear, constant, curvature_error=0.0, offse
     :math:`\max(a_r - \alpha_r, 0)` and :math:`a_r + \alpha_r` (all true curvatures are
     :math:`\ge 0`), shifted by :math:`\mp \beta_r`. On each of ``n_pieces`` equal pieces
     :math:`[l, h]` of [0, 1] the envelope lies below :math:`U = \min_s \max(\bar q_s(l), \bar q_s(h))`
-    (convex), so parabola :math:`r` with :math:`\min_{[l, h]} \underline q_r > U` on every
-    piece is never active. Anything not finite is kept. ``compiled`` runs the same
-    arithmetic in one pass (:func:`_compiled_candidates`, no ``(n_rows, R)`` temporaries).
+    (convex), so parabola :math:`r` with :math:`\min_{[l, h]} \underline q_r > U` (beyond a slack
+    of 1e-12 of the row's largest coefficients) on every piece is never active. A row with
+    anything not finite is kept whole. Row by row in compiled code (:func:`_compiled_candidates`).
     """
-    if compiled:
-        shape = constant.shape
-        errors = (np.broadcast_to(curvature_error, shape), np.broadcast_to(offset_error, shape))
-        return _compiled_candidates(quadratic, linear, constant, *errors, np.linspace(0.0, 1.0, n_pieces + 1))
-    lower, upper = np.maximum(quadratic - curvature_error, 0.0), quadratic + curvature_error
-    with np.errstate(divide="ignore", invalid="ignore"):  # minimizer of the lower parabola on the real line
-        vertex = np.where(lower > 0, -0.5 * linear / lower, np.where(linear > 0, -np.inf, np.inf))
-    slack = 1e-12 * np.max(np.abs(upper) + np.abs(linear) + np.abs(constant), axis=1, keepdims=True)
-    drop = np.ones(constant.shape, dtype=bool)
-    grid = np.linspace(0.0, 1.0, n_pieces + 1)
-    highest = [(upper * t + linear) * t + constant + offset_error for t in grid]
-    for low, high, at_low, at_high in zip(grid[:-1], grid[1:], highest[:-1], highest[1:]):
-        inside = np.clip(vertex, low, high)
-        lowest = (lower * inside + linear) * inside + constant - offset_error
-        drop &= lowest > np.min(np.maximum(at_low, at_high), axis=1, keepdims=True) + slack
-    return ~drop
+    shape = constant.shape
+    errors = (np.broadcast_to(curvature_error, shape), np.broadcast_to(offset_error, shape))
+    return _compiled_candidates(quadratic, linear, constant, *errors, np.linspace(0.0, 1.0, n_pieces + 1))
 
 
 @cached_njit
 def _compiled_candidates(quadratic, linear, constant, curvature_error, offset_error, grid):
-    """:func:`_envelope_candidates` row by row, in the same floating-point operations."""
+    """:func:`_envelope_candidates` row by row."""
     n_rows, n_parabolas = constant.shape
     keep = np.ones((n_rows, n_parabolas), dtype=np.bool_)
     bound = np.empty(len(grid) - 1)

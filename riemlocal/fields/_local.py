@@ -22,7 +22,8 @@ from ..utils.arrays import CACHE_ELEMENTS, TASK_ELEMENTS
 from ..utils.validation import check_broadcast, check_points, check_positive, check_spd, solve_spd
 from ._base import MetricField, SegmentCells
 from ._envelope import envelope_arrays, envelope_cells
-from .kernels import RBFKernel, compiled_kernel, rbf_acceleration_derivatives, rbf_accelerations, rbf_segment_energy_terms
+from ..numerics import CompiledCapability, acceleration_derivatives, accelerations, compiled_data, segment_energy_terms
+from .kernels import RBFKernel
 
 __all__ = ["NearestLocalField", "RBFLocalField", "SmoothLocalField"]
 
@@ -224,11 +225,11 @@ class RBFLocalField(_LocalField):
         super().__init__(centers, metrics, proximity)
 
     @cached_property
-    def kernel(self):
-        """:class:`~riemlocal.fields.kernels.RBFKernel` of this field (its own arrays, which the kernels only read)."""
+    def capability(self):
+        """Compiled evaluation (:mod:`~riemlocal.fields.kernels`) of the field's arrays, which the evaluators only read; R dim^2 per point."""
         own = self.proximity is None
         arrays = (np.ascontiguousarray(a) for a in (self.centers, self.metrics, self.metrics if own else self.proximity[None]))
-        return RBFKernel(*arrays, float(self.sigma), own)
+        return CompiledCapability(RBFKernel(*arrays, float(self.sigma), own), point_cost=self.metrics.size)
 
     def weights(self, base_point):
         """Blending weights :math:`w_r(x)`, shape ``(..., n_centers)``; they sum to one."""
@@ -379,9 +380,9 @@ class RBFLocalField(_LocalField):
         return relative, centers, products, half_grad
 
     def _segment_terms(self, nodes, hessian):
-        kernel = compiled_kernel(self, nodes.shape[0] * (nodes.shape[1] - 1), curves=True)
-        if kernel is not None:  # compiled where that is faster, unless a proximity overflows
-            terms, done = rbf_segment_energy_terms(kernel, np.ascontiguousarray(nodes), hessian)
+        data = compiled_data(self, nodes.shape[0] * (nodes.shape[1] - 1), curves=True)
+        if data is not None:  # compiled where that is faster, unless a proximity overflows
+            terms, done = segment_energy_terms(data, np.ascontiguousarray(nodes), hessian)
             if done:
                 return terms if hessian else terms[:2]
         relative, centers, products, node_grad = self._node_terms(nodes)
@@ -426,14 +427,14 @@ class RBFLocalField(_LocalField):
         rhs = (-1.0 / self.sigma) * (spread.reshape(len(weights), 1, 2 * self.n_centers) @ stacked)[:, 0]
         return solve_spd(self._blend_metric(weights), rhs)
 
-    def _compiled(self, kernel_function, numpy_function):
-        """``f(x, *vectors)`` by a compiled batch kernel of :mod:`~riemlocal.fields.kernels` where that is faster
-        (:func:`~riemlocal.fields.kernels.compiled_kernel`), else, or where it declines (overflow), by numpy."""
+    def _compiled(self, compiled_function, numpy_function):
+        """``f(x, *vectors)`` by a compiled batch function of :mod:`~riemlocal.numerics` where that is faster
+        (:func:`~riemlocal.numerics.compiled_data`), else, or where it declines (overflow), by numpy."""
 
         def function(x, *vectors):
-            kernel = compiled_kernel(self, len(x))
-            if kernel is not None:
-                out, done = kernel_function(kernel, *(np.ascontiguousarray(a) for a in (x, *vectors)))
+            data = compiled_data(self, len(x))
+            if data is not None:
+                out, done = compiled_function(data, *(np.ascontiguousarray(a) for a in (x, *vectors)))
                 if done:
                     return out
             return numpy_function(x, *vectors)
@@ -442,7 +443,7 @@ class RBFLocalField(_LocalField):
 
     def geodesic_acceleration(self, tangent_vec, base_point):
         numpy_function = lambda x, v: self._acceleration(v, x)  # noqa: E731
-        return self._map_chunks(self._compiled(rbf_accelerations, numpy_function), base_point, tangent_vec)
+        return self._map_chunks(self._compiled(accelerations, numpy_function), base_point, tangent_vec)
 
     def _slopes(self, weights, half_grad):
         r"""Centered weight gradients :math:`c_r = g_r - \bar g`, shape ``(n, R, dim)``."""
@@ -507,7 +508,7 @@ class RBFLocalField(_LocalField):
         return solve_spd(metric, first - second - third + velocity)
 
     def acceleration_derivative(self, tangent_vec, base_point, position_vec, velocity_vec):
-        function = self._compiled(rbf_acceleration_derivatives, self._acceleration_derivative)
+        function = self._compiled(acceleration_derivatives, self._acceleration_derivative)
         return self._map_chunks(function, base_point, tangent_vec, position_vec, velocity_vec)
 
 

@@ -1,21 +1,22 @@
-r"""Compiled (numba) kernels of the RBF-blended local fields.
+r"""Compiled (numba) evaluators of the RBF-blended local fields, registered as their capability.
 
 A field of the :class:`~riemlocal.fields.RBFLocalField` family (including
-:class:`~riemlocal.fields.SmoothLocalField`) exposes its arrays as an
-:data:`RBFKernel` (``field.kernel``); the solvers of
-:mod:`riemlocal.numerics` hand it to these functions, which evaluate the
-blend at one point (``rbf_*``: Exp, the connection) or at every segment of a
-curve at once (``rbf_curve_*``: the discrete energy of Log and distances,
-segments innermost so that the loops vectorize) without numpy's per-call
-overhead (the cost of a geodesic at small ``dim``). They compute the same
-formulas as the field's numpy methods (tests compare both to 1e-12):
+:class:`~riemlocal.fields.SmoothLocalField`) declares its arrays as an
+:data:`RBFKernel`, the ``data`` of its :class:`~riemlocal.numerics.CompiledCapability`,
+and this module registers the evaluators of that type
+(:func:`~riemlocal.numerics.register_evaluators`): the blend at one point (``rbf_*``:
+the metric, the geodesic acceleration and its derivative) or at every segment of a
+curve at once (``rbf_curve_*``: the discrete energy of Log and distances, segments
+innermost so that the loops vectorize) without numpy's per-call overhead (the cost
+of a geodesic at small ``dim``). They compute the same formulas as the field's
+numpy methods (tests compare both to 1e-12):
 
 .. math::
     h_r = P_r (x - x_r), \quad s_r = h_r \cdot (x - x_r), \quad
     w = \mathrm{softmax}_r(-s_r / \sigma), \quad M(x) = \sum_r w_r M_r,
 
 with :math:`P_r = M_r` (``own_proximity``) or one global :math:`P`.
-Every kernel returns ``False`` where a proximity overflows float64 or the
+Every evaluator returns ``False`` where a proximity overflows float64 or the
 blended metric is not numerically positive definite; callers then use the
 numpy path, which ranks far points by scaled scores or raises the error that
 explains the failure.
@@ -25,79 +26,15 @@ import math
 from collections import namedtuple
 
 import numpy as np
-from llvmlite import ir
-from numba import types
-from numba.extending import intrinsic
 
-from ..utils.compiled import cached_njit
+from ..numerics import cholesky_solve, factored_solve, register_evaluators
+from ..utils.compiled import cached_njit, exp_nonpositive, refcount_free
 
-__all__ = ["COMPILED_MAX_WORK", "CURVE_KERNEL_MAX_DIM", "refcount_free", "exp_nonpositive", "compiled_kernel", "RBFKernel", "rbf_weights", "rbf_metric", "rbf_acceleration", "rbf_acceleration_derivative", "rbf_geodesic_rhs", "rbf_work_space", "rbf_accelerations", "rbf_acceleration_derivatives", "rbf_curve_work", "rbf_curve_terms", "rbf_curve_hessian", "rbf_curve_trapezoid", "rbf_segment_energy_terms", "cholesky_factor", "forward_substitution", "back_substitution", "factored_solve", "cholesky_solve"]
-
-#: the compiled kernels are used for ``n_points * R * dim**2`` up to this; above, numpy's batched
-#: BLAS products are faster (Exp, R = 10: compiled 4x faster for one geodesic at dim = 50, numpy
-#: 1.8x faster at dim = 100; equal for 16 geodesics at dim = 20)
-COMPILED_MAX_WORK = 50_000
-#: ... except the curve kernels up to this dimension, at any batch: their vectorized loops beat numpy there
-#: (segment terms with Hessians of 4 x 8 to 64 x 32 segments: 1.0-4.9x the speed at dim = 2 and 5 for R = 3, 10, 100;
-#: at dim = 10 from 0.5x to 1.8x)
-CURVE_KERNEL_MAX_DIM = 5
-
-
-def compiled_kernel(field, n_points, curves=False):
-    """``field.kernel`` where the compiled kernels are the faster path for ``n_points`` points (segments for ``curves``), else ``None``."""
-    kernel = field.kernel
-    if kernel is None or (n_points * kernel.metrics.size > COMPILED_MAX_WORK and not (curves and field.dim <= CURVE_KERNEL_MAX_DIM)):
-        return None
-    return kernel
-
-
-def refcount_free(function):
-    """``numba.njit`` without reference counting, for kernels that allocate nothing and return no array to counted code.
-
-    Numba counts references to every array argument, tuple item and view with an
-    atomic increment and decrement (a fifth of a D = 2 Log); a kernel that only
-    reads and writes arrays its caller owns needs none of them (numba's ``_nrt`` option;
-    a numba without that option compiles the kernel with reference counting).
-    """
-    try:
-        return cached_njit(function, _nrt=False)
-    except (KeyError, TypeError, ValueError):  # numba 0.68: KeyError "Unrecognized options"
-        return cached_njit(function)
-
-
-@intrinsic
-def _bits_to_float(typingctx, bits):
-    """The float64 with the bit pattern of the int64 ``bits``."""
-
-    def codegen(context, builder, signature, args):
-        return builder.bitcast(args[0], ir.DoubleType())
-
-    return types.float64(types.int64), codegen
-
-
-_LOG2_E, _LN2_HIGH, _LN2_LOW = 1.4426950408889634, 6.93147180369123816490e-01, 1.90821492927058770002e-10  # Cody--Waite split of ln 2
-
-
-@cached_njit
-def exp_nonpositive(x):
-    r""":math:`e^x` for :math:`x \le 0` in operations the compiler vectorizes (``math.exp`` is a libm call per element).
-
-    :math:`x = k \ln 2 + r`, :math:`|r| \le \tfrac12 \ln 2`, :math:`e^r` by its Taylor polynomial of
-    degree 13 (remainder below :math:`10^{-17}`), :math:`2^k` from the exponent bits: within 1 ulp of
-    libm's ``exp`` (tested); 0 below :math:`-708` (no subnormals: weights that small count as 0), NaN for NaN.
-    """
-    k = math.floor(x * _LOG2_E + 0.5)
-    r = (x - k * _LN2_HIGH) - k * _LN2_LOW
-    p = 1.0 / 6227020800.0
-    for coefficient in (1.0 / 479001600.0, 1.0 / 39916800.0, 1.0 / 3628800.0, 1.0 / 362880.0, 1.0 / 40320.0, 1.0 / 5040.0,
-                        1.0 / 720.0, 1.0 / 120.0, 1.0 / 24.0, 1.0 / 6.0, 0.5, 1.0, 1.0):
-        p = p * r + coefficient
-    scaled = p * _bits_to_float((np.int64(max(k, -1022.0)) + 1023) << 52)
-    return scaled if x >= -708.0 else (0.0 if x < -708.0 else x)
+__all__ = ["RBFKernel", "rbf_weights", "rbf_metric", "rbf_point_metric", "rbf_acceleration", "rbf_acceleration_derivative", "rbf_work_space", "rbf_curve_work", "rbf_curve_terms", "rbf_curve_hessian", "rbf_curve_trapezoid", "rbf_relative_to"]
 
 
 RBFKernel = namedtuple("RBFKernel", ["centers", "metrics", "proximity", "sigma", "own_proximity"])
-RBFKernel.__doc__ = """Arrays of an RBF-blended field for the compiled kernels.
+RBFKernel.__doc__ = """Arrays of an RBF-blended field for its compiled evaluators (the ``data`` of its capability).
 
 ``centers`` ``(R, dim)``, ``metrics`` ``(R, dim, dim)``, ``proximity`` ``(R, dim, dim)``
 (``metrics`` when ``own_proximity``: :math:`P_r = M_r`) or ``(1, dim, dim)`` (one global :math:`P`),
@@ -150,65 +87,11 @@ def rbf_metric(kernel, weights, metric):
 
 
 @refcount_free
-def cholesky_factor(matrix, relative_pivot=1e-12):
-    """Cholesky factor :math:`L` in the lower triangle of ``matrix``, in place; False if not positive definite.
-
-    A pivot at most ``relative_pivot`` times the largest diagonal entry counts
-    as not positive definite (0: LAPACK's test, a pivot that is not > 0).
-    """
-    dim = len(matrix)
-    largest = 0.0
-    for i in range(dim):
-        largest = max(largest, matrix[i, i])
-    for j in range(dim):
-        pivot = matrix[j, j]
-        for k in range(j):
-            pivot -= matrix[j, k] * matrix[j, k]
-        if not pivot > relative_pivot * largest:
-            return False
-        pivot = math.sqrt(pivot)
-        matrix[j, j] = pivot
-        for i in range(j + 1, dim):
-            total = matrix[i, j]
-            for k in range(j):
-                total -= matrix[i, k] * matrix[j, k]
-            matrix[i, j] = total / pivot
-    return True
-
-
-@refcount_free
-def forward_substitution(factor, vector):
-    """Solve :math:`L y = b` in place of ``vector`` for the lower triangle :math:`L` of ``factor``."""
-    for i in range(len(vector)):
-        total = vector[i]
-        for k in range(i):
-            total -= factor[i, k] * vector[k]
-        vector[i] = total / factor[i, i]
-
-
-@refcount_free
-def back_substitution(factor, vector):
-    """Solve :math:`L^T x = y` in place of ``vector`` for the lower triangle :math:`L` of ``factor``."""
-    for i in range(len(vector) - 1, -1, -1):
-        total = vector[i]
-        for k in range(i + 1, len(vector)):
-            total -= factor[k, i] * vector[k]
-        vector[i] = total / factor[i, i]
-
-
-@refcount_free
-def factored_solve(factor, vector):
-    """Solve :math:`L L^T x = b` in place of ``vector`` for the factor of :func:`cholesky_factor`."""
-    forward_substitution(factor, vector)
-    back_substitution(factor, vector)
-
-
-@refcount_free
-def cholesky_solve(matrix, vector):
-    """Solve ``matrix x = vector`` in place (``matrix`` is overwritten by its Cholesky factor); False if not SPD."""
-    if not cholesky_factor(matrix):
+def rbf_point_metric(kernel, x, metric, work):
+    """:math:`M(x)` into ``metric``; ``work`` is :func:`rbf_work_space`; False on overflow."""
+    if not rbf_weights(kernel, x, work[0], work[1]):
         return False
-    factored_solve(matrix, vector)
+    rbf_metric(kernel, work[0], metric)
     return True
 
 
@@ -234,12 +117,11 @@ def _local_products(kernel, v, weights, half_grad, local, quadratics):
 
 
 def _curve_work(kernel, n_segments):
-    """Work arrays of the curve kernels (:func:`rbf_curve_terms`, :func:`rbf_curve_hessian`, :func:`rbf_curve_trapezoid`) for up to ``n_segments`` segments.
+    """Work arrays of the curve evaluators (:func:`rbf_curve_terms`, :func:`rbf_curve_hessian`, :func:`rbf_curve_trapezoid`) for up to ``n_segments`` segments.
 
     Points last, with room for the ``N + 1`` nodes: steps and midpoints (or nodes) ``(2, dim, N + 1)``;
     :math:`h_r` and :math:`M_r d` ``(R, dim, N + 1)``; weights and spreads ``(2, R, N + 1)``;
-    two per-point scalars ``(2, N + 1)``; the outputs :math:`M d` and :math:`\nabla_x f` ``(2, dim, N)``
-    and the Hessian blocks :math:`C, K, A` ``(3, dim, dim, N)``.
+    two per-point scalars ``(2, N + 1)``.
     """
     n_centers, dim = kernel.centers.shape
     return (
@@ -248,8 +130,6 @@ def _curve_work(kernel, n_segments):
         np.empty((n_centers, dim, n_segments + 1)),
         np.empty((2, n_centers, n_segments + 1)),
         np.empty((2, n_segments + 1)),
-        np.empty((2, dim, n_segments)),
-        np.empty((3, dim, dim, n_segments)),
     )
 
 
@@ -306,19 +186,19 @@ def _curve_weights(kernel, points, n, work):
 
 
 @refcount_free
-def rbf_curve_terms(kernel, curve, work):
+def rbf_curve_terms(kernel, curve, work, terms):
     r"""Derivatives of :math:`f = d^T M(m) d` at every segment of a curve ``(N + 1, dim)`` (:meth:`RBFLocalField._energy_terms`).
 
     For the steps :math:`d_s = c_{s+1} - c_s` at the midpoints :math:`m_s`, relative to the
     curve's first node (the frame of ``kernel``'s centers): :math:`M d` and
-    :math:`\nabla_x f = -\tfrac{2}{\sigma} \sum_r \tilde q_r h_r` into ``work[5]`` ``(2, dim, N)``, with
+    :math:`\nabla_x f = -\tfrac{2}{\sigma} \sum_r \tilde q_r h_r` into ``terms`` ``(2, dim, N)``, with
     :math:`\tilde q_r = w_r (q_r - \bar q)`, :math:`q_r = d^T M_r d`; ``work`` is :func:`rbf_curve_work`;
     :func:`rbf_curve_hessian` reads what this leaves there. Segments are the innermost axis of
     every loop, which the compiler vectorizes (2x faster than point by point at 32 segments).
     False where a proximity overflows.
     """
     steps, midpoints, weights, spreads, mean = work[0][0], work[0][1], work[3][0], work[3][1], work[4][0]
-    half_grad, local, metric_v, gradient = work[1], work[2], work[5][0], work[5][1]
+    half_grad, local, metric_v, gradient = work[1], work[2], terms[0], terms[1]
     n_centers, dim = kernel.centers.shape
     n = len(curve) - 1
     for i in range(dim):
@@ -349,7 +229,7 @@ def rbf_curve_terms(kernel, curve, work):
 
 @refcount_free
 def rbf_curve_trapezoid(kernel, curve, work):
-    r"""The trapezoid energy :math:`N \sum_s \tfrac12 \big(d_s^T M(c_s) d_s + d_s^T M(c_{s+1}) d_s\big)` of a curve (:func:`trapezoid_energy`); NaN on failure.
+    r"""The trapezoid energy :math:`N \sum_s \tfrac12 \big(d_s^T M(c_s) d_s + d_s^T M(c_{s+1}) d_s\big)` of a curve (:func:`~riemlocal.numerics.trapezoid_energy`); NaN on failure.
 
     With :math:`d_s^T M(c) d_s = \sum_r w_r(c)\, q_r`: the weights at the nodes, relative to the
     curve's first node like :func:`rbf_curve_terms`, whose arrays in ``work`` it overwrites.
@@ -371,16 +251,16 @@ def rbf_curve_trapezoid(kernel, curve, work):
 
 
 @refcount_free
-def rbf_curve_hessian(kernel, n_segments, work):
+def rbf_curve_hessian(kernel, n_segments, work, blocks):
     r"""Second derivatives of :math:`f = d^T M(m) d` at the segments of the last :func:`rbf_curve_terms` on ``work``.
 
     The blocks :math:`C = \nabla_x^2 f`, :math:`K = \nabla_x \nabla_d f` and :math:`A = \nabla_d^2 f = 2 M(m)`
-    of the first ``n_segments`` segments into ``work[6]`` ``(3, dim, dim, N)``:
+    of the first ``n_segments`` segments into ``blocks`` ``(3, dim, dim, N)``:
     :math:`C = \tfrac{4}{\sigma^2} \sum_r \tilde q_r \bar h_r \bar h_r^T - \tfrac{2}{\sigma} \sum_r \tilde q_r P_r`
     (the last sum only for ``own_proximity``), :math:`K = -\tfrac{4}{\sigma} \sum_r w_r \bar h_r (M_r d)^T`,
     with :math:`\bar h_r = h_r - \sum_{r'} w_{r'} h_{r'}` (``half_grad`` is centered in place).
     """
-    half_grad, local, scalars, mean, blocks = work[1], work[2], work[3], work[4][0], work[6]
+    half_grad, local, scalars, mean = work[1], work[2], work[3], work[4][0]
     weights, spreads, hessian_x, mixed, hessian_v = scalars[0], scalars[1], blocks[0], blocks[1], blocks[2]
     metrics, sigma, own = kernel.metrics, kernel.sigma, kernel.own_proximity
     n_centers, dim = kernel.centers.shape
@@ -429,7 +309,7 @@ def rbf_acceleration(kernel, x, v, out, work):
 
     :math:`M c'' = -\tfrac{1}{\sigma} \sum_r [\tilde q_r h_r - 2 \tilde \nu_r M_r v]` with
     :math:`q_r = v^T M_r v`, :math:`\nu_r = h_r \cdot v`, :math:`\tilde a_r = w_r (a_r - \bar a)`
-    (:meth:`RBFLocalField._acceleration`). ``work`` is :func:`rbf_work_space`.
+    (:meth:`RBFLocalField._acceleration`). ``work`` is :func:`rbf_work_space`; the Cholesky factor of :math:`M(x)` stays in ``work[4]``.
     """
     weights, half_grad, local, quadratics, metric = work[0], work[1], work[2], work[3], work[4]
     if not rbf_weights(kernel, x, weights, half_grad):
@@ -449,7 +329,7 @@ def rbf_acceleration(kernel, x, v, out, work):
 
 
 def _work_space(kernel):
-    """Work arrays of the point kernels: :math:`w` ``(R,)``, :math:`h_r`, :math:`M_r v` ``(R, dim)``, ``(2, R)``, ``(dim, dim)``, ``(2, dim)``, ``(R, dim)``, ``(4, R)``.
+    """Work arrays of the point evaluators: :math:`w` ``(R,)``, :math:`h_r`, :math:`M_r v` ``(R, dim)``, ``(2, R)``, ``(dim, dim)``, ``(2, dim)``, ``(R, dim)``, ``(4, R)``.
 
     :func:`rbf_weights` uses the first two, :func:`rbf_acceleration` the first five, :func:`rbf_acceleration_derivative` all.
     """
@@ -537,75 +417,31 @@ def rbf_acceleration_derivative(kernel, x, v, dx, dv, out, work):
     return True
 
 
-@refcount_free
-def rbf_geodesic_rhs(params, state, out):
-    """Right-hand side :math:`(x, v) \\mapsto (v, c'')` of the geodesic ODE; ``params = (kernel, work)``; False on failure."""
-    kernel, work = params
-    dim = kernel.centers.shape[1]
-    for i in range(dim):
-        out[i] = state[dim + i]
-    return rbf_acceleration(kernel, state[:dim], state[dim:], out[dim:], work)
+@cached_njit
+def _relative_scratch(kernel):
+    """The centers' array of :func:`rbf_relative_to`."""
+    return np.empty_like(kernel.centers)
 
 
 @cached_njit
-def rbf_segment_energy_terms(kernel, nodes, hessian):
-    r""":func:`rbf_curve_terms` (and with ``hessian`` :func:`rbf_curve_hessian`) of every segment of curves ``(n, N + 1, dim)``.
-
-    At the midpoints :math:`m_i` with the steps :math:`d_i` (:meth:`MetricField.segment_energy_terms`), relative
-    to each curve's first node (nothing cancels at large offsets). Returns :math:`M d_i`, :math:`\nabla_x f`
-    ``(n N, dim)`` and the three Hessian blocks ``(n N, dim, dim)`` (empty without ``hessian``); also
-    whether every segment succeeded.
-    """
-    n_curves, n_nodes, dim = nodes.shape
-    n_rows = n_curves * (n_nodes - 1)
-    n_blocks = n_rows if hessian else 0
-    blocks = (np.empty((n_blocks, dim, dim)), np.empty((n_blocks, dim, dim)), np.empty((n_blocks, dim, dim)))
-    terms = (np.empty((n_rows, dim)), np.empty((n_rows, dim))) + blocks
-    work = rbf_curve_work_compiled(kernel, n_nodes - 1)
-    return terms, _segment_terms_into(kernel, nodes, hessian, terms, work, np.empty_like(kernel.centers))
+def rbf_relative_to(kernel, origin, scratch):
+    """The field in coordinates relative to ``origin``: its centers minus ``origin``, in ``scratch``."""
+    for r in range(len(scratch)):
+        for i in range(len(origin)):
+            scratch[r, i] = kernel.centers[r, i] - origin[i]
+    return RBFKernel(scratch, kernel.metrics, kernel.proximity, kernel.sigma, kernel.own_proximity)
 
 
-@refcount_free
-def _segment_terms_into(kernel, nodes, hessian, terms, work, centers):
-    """The loop of :func:`rbf_segment_energy_terms` into its arrays ``terms``; False on failure."""
-    n_curves, n_nodes, dim = nodes.shape
-    n_segments = n_nodes - 1
-    metric_v, gradient, hessian_x, mixed, hessian_v = terms
-    outputs, blocks = work[5], work[6]
-    for c in range(n_curves):
-        for r in range(len(centers)):
-            for i in range(dim):
-                centers[r, i] = kernel.centers[r, i] - nodes[c, 0, i]
-        shifted = RBFKernel(centers, kernel.metrics, kernel.proximity, kernel.sigma, kernel.own_proximity)
-        if not rbf_curve_terms(shifted, nodes[c], work):
-            return False
-        if hessian:
-            rbf_curve_hessian(shifted, n_segments, work)
-        for s in range(n_segments):
-            row = c * n_segments + s
-            for i in range(dim):
-                metric_v[row, i], gradient[row, i] = outputs[0, i, s], outputs[1, i, s]
-                if hessian:
-                    for j in range(dim):
-                        hessian_x[row, i, j], mixed[row, i, j], hessian_v[row, i, j] = blocks[0, i, j, s], blocks[1, i, j, s], blocks[2, i, j, s]
-    return True
-
-
-@cached_njit
-def rbf_accelerations(kernel, x, v):
-    """:func:`rbf_acceleration` for rows ``(n, dim)``; also whether every row succeeded."""
-    out, work = np.empty_like(x), rbf_work_space_compiled(kernel)
-    for n in range(len(x)):
-        if not rbf_acceleration(kernel, x[n], v[n], out[n], work):
-            return out, False
-    return out, True
-
-
-@cached_njit
-def rbf_acceleration_derivatives(kernel, x, v, dx, dv):
-    """:func:`rbf_acceleration_derivative` for rows ``(n, dim)``; also whether every row succeeded."""
-    out, work = np.empty_like(x), rbf_work_space_compiled(kernel)
-    for n in range(len(x)):
-        if not rbf_acceleration_derivative(kernel, x[n], v[n], dx[n], dv[n], out[n], work):
-            return out, False
-    return out, True
+register_evaluators(
+    RBFKernel,
+    point_work=rbf_work_space_compiled,
+    point_metric=rbf_point_metric,
+    acceleration=rbf_acceleration,
+    acceleration_derivative=rbf_acceleration_derivative,
+    curve_work=rbf_curve_work_compiled,
+    curve_terms=rbf_curve_terms,
+    curve_hessian=rbf_curve_hessian,
+    curve_trapezoid=rbf_curve_trapezoid,
+    relative_scratch=_relative_scratch,
+    relative_to=rbf_relative_to,
+)

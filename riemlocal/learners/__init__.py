@@ -6,6 +6,7 @@ from ._ccml import CCMLMetric
 from ._lda import LDAMetric
 from ._lmnn import LMNNMetric
 from ._local_fit import (
+    CONDITION_WARNING,
     WEIGHT_FLOOR,
     bound_condition,
     check_learner,
@@ -30,4 +31,5 @@ __all__ = [
     "check_rank",
     "check_learner",
     "WEIGHT_FLOOR",
+    "CONDITION_WARNING",
 ]

@@ -16,7 +16,6 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 from tqdm.auto import tqdm
 
 from ..distances import pairwise_distances
-from ..numerics import curve_energy, extrapolate_levels
 from ..utils.optimize import ARMIJO, MAX_STALLS, ROUND_OFF
 from ..utils.parallel import with_one_blas_thread
 from ..utils.validation import check_int, check_n_jobs, check_not_text, check_params, check_points, check_tolerance, check_weights, options
@@ -52,8 +51,9 @@ class FrechetMean(BaseEstimator):
       :math:`s \le 1` halved until the Armijo condition
       :math:`f(\mu') \le f(\mu) - 10^{-4} s \|\bar v\|^2_\mu` holds (and doubled
       back after a success). Each iteration is one batch of Log maps.
-    * ``"joint"`` (a :class:`~riemlocal.manifold.LearnedMetricManifold`, or
-      any space with a smooth ``field``): one L-BFGS minimization of
+    * ``"joint"`` (a :class:`~riemlocal.manifold.LearnedMetricManifold`, or any
+      space whose ``metric.log_solver`` has ``joint_mean``, which it runs:
+      :meth:`~riemlocal.numerics.EnergyLogSolver.joint_mean`): one L-BFGS minimization of
       :math:`\sum_i w_i E(c_i)` over the mean *and* all interior nodes of
       the discrete curves :math:`c_i` from the mean to every :math:`x_i`
       (:func:`riemlocal.numerics.minimize_curve_energy` with the mean as
@@ -64,7 +64,7 @@ class FrechetMean(BaseEstimator):
       Romberg-extrapolates the mean and refines until its estimated error is
       at most ``rtol`` times the rms distance.
 
-    ``"auto"`` takes ``"joint"`` when the space has a smooth ``field``.
+    ``"auto"`` takes ``"joint"`` when the space's Log solver offers it.
 
     **Starts.** Both solvers descend to a local minimum, which depends on the
     start (e.g. on either side of a high-cost ridge). The first run starts at
@@ -185,11 +185,10 @@ class FrechetMean(BaseEstimator):
     }
 
     def _resolve_method(self):
-        field = getattr(self.space, "field", None)
-        smooth = field is not None and getattr(field, "is_smooth", False)
-        if self.method == "joint" and not smooth:
-            raise ValueError("method='joint' needs a space with a smooth `field` (a LearnedMetricManifold)")
-        return "joint" if self.method == "joint" or (self.method == "auto" and smooth) else "karcher"
+        joint = hasattr(getattr(getattr(self.space, "metric", None), "log_solver", None), "joint_mean")
+        if self.method == "joint" and not joint:
+            raise ValueError("method='joint' needs a space whose metric's log_solver has joint_mean (a LearnedMetricManifold)")
+        return "joint" if self.method == "joint" or (self.method == "auto" and joint) else "karcher"
 
     @with_one_blas_thread
     def fit(self, X, y=None, sample_weight=None):
@@ -297,32 +296,9 @@ class FrechetMean(BaseEstimator):
         return mean, n_iter, grad_norm, grad_norm <= tol * scale and not self.n_uncertified_, scale
 
     def _fit_joint(self, X, weights, mean, max_iter, tol, bar):
-        field, dim = self.space.field, X.shape[1]
-        t = np.linspace(0.0, 1.0, self.n_segments + 1)[:, None]
-        curves = (mean + t * (X - mean)[:, None, :])[None]
-
-        def measure(minimum, rows):  # the mean and the rms distance
-            return np.concatenate([minimum.curves[:, 0, 0, :], np.sqrt(minimum.energy)[:, None]], axis=1)
-
-        def relative_error(value, error, unresolved):
-            metric = field.metric_matrix(value[:, :dim])
-            norm = np.sqrt(np.einsum("pi,pij,pj->p", error[:, :dim], metric, error[:, :dim]))
-            relative = np.divide(norm, value[:, dim], out=np.zeros_like(norm), where=norm > 0)  # 0 / 0: one distinct point
-            return np.maximum(relative, unresolved)
-
-        def accept(value, error, unresolved, rows):
-            return relative_error(value, error, unresolved) <= self.rtol
-
-        result = extrapolate_levels(
-            field, curves, measure, accept, self.max_segments, weights=weights[None], free_start=True,
-            method="lbfgs", tol=tol, max_iter=20 * max_iter,
+        solver = self.space.metric.log_solver
+        estimate, scale, self.error_estimate_, grad_norm, n_iter, converged = solver.joint_mean(
+            X, weights, mean, self.rtol, self.n_segments, self.max_segments, tol, 20 * max_iter
         )
         bar.update()
-        estimate, scale = result.value[0, :dim], float(result.value[0, dim])
-        self.error_estimate_ = float(relative_error(result.value, result.error, result.unresolved)[0])
-        final = result.curves[0]
-        mean_gradient = weights @ curve_energy(field, final)[1][:, 0, :]
-        metric = _tangent.metric_matrix(self.space, final[0, 0])
-        grad_norm = 0.5 * float(np.sqrt(max(mean_gradient @ np.linalg.solve(metric, mean_gradient), 0.0)))
-        converged = bool(result.optimized[0]) and self.error_estimate_ <= self.rtol
-        return estimate, result.n_iter, grad_norm, converged, scale
+        return estimate, n_iter, grad_norm, converged, scale

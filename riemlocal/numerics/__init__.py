@@ -1,6 +1,23 @@
-"""Geodesic numerics: the discrete curve energy, the energy-minimization core and the Exp/Log solver objects."""
+"""Geodesic numerics: the compiled capability of fields, the discrete curve energy, the energy-minimization core and the Exp/Log solver objects.
 
-from ._compiled_log import block_tridiagonal_solve, rbf_log_pairs
+This layer sits below the fields: it knows a field only by its methods and its
+declared :class:`CompiledCapability`, and the fields' modules register their
+compiled evaluators here.
+"""
+
+from ._capability import (
+    COMPILED_MAX_WORK,
+    CURVE_MAX_DIM,
+    EVALUATORS,
+    CompiledCapability,
+    acceleration_derivatives,
+    accelerations,
+    compiled_data,
+    register_evaluators,
+    segment_energy_terms,
+)
+from ._cholesky import back_substitution, block_tridiagonal_solve, cholesky_factor, cholesky_solve, factored_solve, forward_substitution
+from ._compiled_log import compiled_log_pairs
 from ._energy import (
     curve_energy,
     initial_velocity,
@@ -23,7 +40,7 @@ from ._minimize import (
     minimize_curve_energy,
     resolve_method,
 )
-from ._runge_kutta import dormand_prince, rbf_dormand_prince
+from ._runge_kutta import compiled_dormand_prince, dormand_prince
 from ._solvers import (
     CHUNK_SIZE,
     BoundaryValueResult,
@@ -35,6 +52,20 @@ from ._solvers import (
 from ._tolerances import EXP_ATOL_FACTOR, INTEGRATION_RTOL, RTOL, integration_tolerances
 
 __all__ = [
+    "COMPILED_MAX_WORK",
+    "CURVE_MAX_DIM",
+    "EVALUATORS",
+    "CompiledCapability",
+    "acceleration_derivatives",
+    "accelerations",
+    "compiled_data",
+    "register_evaluators",
+    "segment_energy_terms",
+    "back_substitution",
+    "cholesky_factor",
+    "cholesky_solve",
+    "factored_solve",
+    "forward_substitution",
     "curve_energy",
     "initial_velocity",
     "laplacian_inverse_sqrt",
@@ -54,9 +85,9 @@ __all__ = [
     "minimize_curve_energy",
     "resolve_method",
     "dormand_prince",
-    "rbf_dormand_prince",
+    "compiled_dormand_prince",
     "block_tridiagonal_solve",
-    "rbf_log_pairs",
+    "compiled_log_pairs",
     "CHUNK_SIZE",
     "EXP_ATOL_FACTOR",
     "INTEGRATION_RTOL",

@@ -1,4 +1,4 @@
-r"""The certified Log of :class:`~riemlocal.numerics.EnergyLogSolver` by Newton's method, compiled (numba) for the RBF fields.
+r"""The certified Log of :class:`~riemlocal.numerics.EnergyLogSolver` by Newton's method, compiled (numba) for fields with a capability.
 
 One pair after the other, in compiled code, the same algorithm as the numpy
 path (so the same results to rounding), each step mirroring its numpy helper:
@@ -15,13 +15,13 @@ path (so the same results to rounding), each step mirroring its numpy helper:
   instead of LAPACK's banded ``dpbsv``; the chart is linear, so the iterates are
   kept as curves and only the stopping test maps a gradient to the chart;
 * :func:`_curve_energy` and :func:`_curve_hessian` -- :func:`curve_energy` and
-  its Hessian blocks, from :func:`~riemlocal.fields.kernels.rbf_curve_terms`
-  and :func:`~riemlocal.fields.kernels.rbf_curve_hessian` (all segments of a
+  its Hessian blocks, from the field's evaluators ``curve_terms`` and
+  ``curve_hessian`` (:mod:`~riemlocal.numerics._capability`; all segments of a
   curve at once); the blocks only at points a Newton step starts from (not at
   the last point of a level).
 
-Curves are kept relative to the base point :math:`x` (the field's centers
-shifted by :math:`-x`), so that nothing cancels at large offsets.
+Curves are kept relative to the base point :math:`x` (the field's
+``relative_to`` :math:`x`), so that nothing cancels at large offsets.
 """
 
 import functools
@@ -29,29 +29,16 @@ import math
 
 import numpy as np
 
-from ..fields.kernels import (
-    RBFKernel,
-    back_substitution,
-    cholesky_factor,
-    cholesky_solve,
-    forward_substitution,
-    rbf_curve_hessian,
-    rbf_curve_terms,
-    rbf_curve_trapezoid,
-    rbf_curve_work_compiled,
-    rbf_metric,
-    rbf_weights,
-    rbf_work_space_compiled,
-    refcount_free,
-)
-from ..utils.compiled import cached_njit
+from ..utils.compiled import cached_njit, refcount_free
 from ..utils.optimize import ARMIJO, MAX_BACKTRACKS, MAX_STALLS, ROUND_OFF
+from ._capability import curve_hessian, curve_terms, curve_trapezoid, curve_work, point_metric, point_work, relative_scratch, relative_to
+from ._cholesky import block_tridiagonal_solve, cholesky_factor, cholesky_solve, forward_substitution
 from ._energy import laplacian_inverse_sqrt
 from ._minimize import _DAMPING, COARSE_TOL_FACTOR, ERROR_SAFETY, RESOLVED_RATIO, STALL_FACTOR, UNRESOLVED
 
-__all__ = ["block_tridiagonal_solve", "laplacian_levels", "rbf_log_pairs", "OK", "FAILED", "NEEDS_LEVEL"]
+__all__ = ["laplacian_levels", "compiled_log_pairs", "OK", "FAILED", "NEEDS_LEVEL"]
 
-OK, FAILED, NEEDS_LEVEL = 0, 1, 2  #: status of a pair: solved; the kernel declined (numpy path); finer levels needed
+OK, FAILED, NEEDS_LEVEL = 0, 1, 2  #: status of a pair: solved; an evaluator declined (numpy path); finer levels needed
 
 
 @functools.lru_cache(maxsize=16)
@@ -64,74 +51,31 @@ def laplacian_levels(n_segments, n_levels):
 
 
 @refcount_free
-def block_tridiagonal_solve(diagonal, upper, rhs, factor, coupling):
-    r"""Solve :math:`H x = ` ``rhs`` ``(n, dim)`` in place for the SPD block-tridiagonal :math:`H`; False if it is not.
-
-    :math:`H` has the diagonal blocks ``diagonal`` ``(n, dim, dim)`` (upper
-    triangles read) and the upper blocks ``upper`` ``(n - 1, dim, dim)``.
-    Block Cholesky: :math:`L_k L_k^T = D_k - W_{k-1}^T W_{k-1}`,
-    :math:`W_k = L_k^{-1} U_k` (``factor`` ``(n, dim, dim)`` and the transposed
-    ``coupling`` ``(n - 1, dim, dim)`` are scratch), then two block
-    substitutions: :math:`O(n\, dim^3)`, no LAPACK call. A pivot that is not
-    > 0 means not positive definite (LAPACK's ``dpbsv`` test, which the numpy path uses).
-    """
-    n, dim = rhs.shape
-    for k in range(n):
-        for i in range(dim):
-            for j in range(i + 1):
-                total = diagonal[k, j, i]
-                if k:
-                    for m in range(dim):
-                        total -= coupling[k - 1, i, m] * coupling[k - 1, j, m]
-                factor[k, i, j] = total
-        if not cholesky_factor(factor[k], 0.0):
-            return False
-        if k < n - 1:
-            for c in range(dim):
-                for i in range(dim):
-                    coupling[k, c, i] = upper[k, i, c]
-                forward_substitution(factor[k], coupling[k, c])
-    for k in range(n):
-        if k:
-            for i in range(dim):
-                for m in range(dim):
-                    rhs[k, i] -= coupling[k - 1, i, m] * rhs[k - 1, m]
-        forward_substitution(factor[k], rhs[k])
-    for k in range(n - 1, -1, -1):
-        if k < n - 1:
-            for i in range(dim):
-                for m in range(dim):
-                    rhs[k, i] -= coupling[k, m, i] * rhs[k + 1, m]
-        back_substitution(factor[k], rhs[k])
-    return True
-
-
-@refcount_free
-def _curve_energy(kernel, curve, gradient, curve_work):
+def _curve_energy(data, curve, gradient, work, terms):
     """:func:`curve_energy` of one curve and its gradient; NaN on failure.
 
-    The kernel arrays of every segment stay in ``curve_work`` (:func:`rbf_curve_work`) for :func:`_curve_hessian`.
+    The evaluators' arrays of every segment stay in ``work`` for :func:`_curve_hessian`, the segment terms in ``terms``.
     """
     n_segments, dim = curve.shape[0] - 1, curve.shape[1]
-    if not rbf_curve_terms(kernel, curve, curve_work):
+    if not curve_terms(data, curve, work, terms):
         return np.nan
-    steps, metric_v, quadratic_gradient = curve_work[0][0], curve_work[5][0], curve_work[5][1]
+    metric_v, quadratic_gradient = terms[0], terms[1]
     energy = 0.0
     gradient[0] = 0.0
     for s in range(n_segments):
         for i in range(dim):
-            energy += steps[i, s] * metric_v[i, s]
+            energy += (curve[s + 1, i] - curve[s, i]) * metric_v[i, s]
             gradient[s, i] += n_segments * (0.5 * quadratic_gradient[i, s] - 2.0 * metric_v[i, s])  # outgoing
             gradient[s + 1, i] = n_segments * (2.0 * metric_v[i, s] + 0.5 * quadratic_gradient[i, s])  # incoming
     return n_segments * energy
 
 
 @refcount_free
-def _curve_hessian(kernel, curve_work, diagonal, upper, scale):
-    """The Hessian blocks of :func:`curve_energy` in the interior nodes, times ``scale``, from :func:`_curve_energy`'s ``curve_work``."""
+def _curve_hessian(data, work, blocks, diagonal, upper, scale):
+    """The Hessian blocks of :func:`curve_energy` in the interior nodes, times ``scale``, from :func:`_curve_energy`'s ``work``."""
     n_segments, dim = diagonal.shape[0] + 1, diagonal.shape[1]
-    rbf_curve_hessian(kernel, n_segments, curve_work)
-    hessian_x, mixed, hessian_v = curve_work[6][0], curve_work[6][1], curve_work[6][2]
+    curve_hessian(data, n_segments, work, blocks)
+    hessian_x, mixed, hessian_v = blocks[0], blocks[1], blocks[2]
     for s in range(n_segments):
         for i in range(dim):
             for j in range(dim):
@@ -162,14 +106,14 @@ def _node_product(matrix, vectors, scale, out):
 
 
 @refcount_free
-def _evaluate(kernel, chart, state):
+def _evaluate(data, chart, state):
     """``_Chart.objective`` (Newton) at the curve of ``state``: the value, and the node gradient into ``state``; NaN on failure.
 
     Both are divided by the chart's normalizer. The gradient in z follows from :func:`_gradient_norm`
     and the Hessian blocks from :func:`_hessian`, only where the search needs them.
     """
     curve, gradient = state[0], state[1]
-    energy = _curve_energy(kernel, curve, gradient, state[6])
+    energy = _curve_energy(data, curve, gradient, state[6], state[7])
     if not math.isfinite(energy):
         return np.nan
     scale = 1.0 / chart[2]
@@ -196,9 +140,9 @@ def _gradient_norm(chart, state):
 
 
 @refcount_free
-def _hessian(kernel, chart, state):
+def _hessian(data, chart, state):
     """The node-space Hessian blocks of ``_Chart.objective`` at the point of the last :func:`_evaluate` on ``state``."""
-    _curve_hessian(kernel, state[6], state[3], state[4], 1.0 / chart[2])
+    _curve_hessian(data, state[6], state[8], state[3], state[4], 1.0 / chart[2])
 
 
 @refcount_free
@@ -292,9 +236,9 @@ def _max_abs(a):
 
 
 @cached_njit
-def _new_state(kernel, n_nodes):
-    """Curve, node gradient, gradient in z, Hessian blocks, scratch and the kernel arrays of every segment (:func:`rbf_curve_work`) of :func:`_evaluate`."""
-    n_interior, dim = n_nodes - 2, kernel.centers.shape[1]
+def _new_state(data, n_nodes, dim):
+    """Curve, node gradient, gradient in z, Hessian blocks, scratch, the evaluators' ``curve_work``, segment terms and blocks of :func:`_evaluate`."""
+    n_interior, n_segments = n_nodes - 2, n_nodes - 1
     return (
         np.empty((n_nodes, dim)),
         np.empty((n_nodes, dim)),
@@ -302,25 +246,27 @@ def _new_state(kernel, n_nodes):
         np.empty((n_interior, dim, dim)),
         np.empty((max(n_interior - 1, 0), dim, dim)),
         np.empty((n_interior, dim)),
-        rbf_curve_work_compiled(kernel, n_nodes - 1),
+        curve_work(data, n_segments),
+        np.empty((2, dim, n_segments)),
+        np.empty((3, dim, dim, n_segments)),
     )
 
 
 @cached_njit
-def _newton_buffers(kernel, n_nodes):
+def _newton_buffers(data, n_nodes, dim):
     """Arrays of :func:`_newton`: two states of :func:`_evaluate`, the scratch of :func:`_newton_direction` and the direction."""
-    n_interior, dim = n_nodes - 2, kernel.centers.shape[1]
+    n_interior = n_nodes - 2
     scratch = (
         np.empty((n_interior, dim, dim)),
         np.empty((max(n_interior - 1, 0), dim, dim)),
         np.empty((n_interior, dim, dim)),
         np.empty((max(n_interior - 1, 0), dim, dim)),
     )
-    return (_new_state(kernel, n_nodes), _new_state(kernel, n_nodes)), scratch, np.empty((n_interior, dim))
+    return (_new_state(data, n_nodes, dim), _new_state(data, n_nodes, dim)), scratch, np.empty((n_interior, dim))
 
 
 @refcount_free
-def _newton(kernel, chart, tol, max_iter, buffers):
+def _newton(data, chart, tol, max_iter, buffers):
     r""":func:`batched_newton` for one problem from ``z = 0`` (the chart's start), in the arrays ``buffers`` of :func:`_newton_buffers`.
 
     The iterates are curves: the chart is linear, so a step of length t along a direction in z
@@ -334,13 +280,13 @@ def _newton(kernel, chart, tol, max_iter, buffers):
     _assign(current[0], chart[0], 1.0)
     _assign(trial[0], chart[0], 1.0)  # the end nodes stay
     which = 0
-    value = _evaluate(kernel, chart, current)
+    value = _evaluate(data, chart, current)
     if not math.isfinite(value):
         return np.nan, 0, np.nan, which
     norm = _gradient_norm(chart, current)
     best_norm, stalls, n_iter, running = norm, 0, 0, norm > tol
     while running and n_iter < max_iter:
-        _hessian(kernel, chart, current)
+        _hessian(data, chart, current)
         _newton_direction(chart, current, direction, scratch)
         slope = _interior_dot(current[1], direction)
         if not slope < 0.0:  # not downhill: the steepest descent
@@ -351,7 +297,7 @@ def _newton(kernel, chart, tol, max_iter, buffers):
             for i in range(n_interior):
                 for k in range(dim):
                     trial[0][i + 1, k] = current[0][i + 1, k] + step_length * direction[i, k]
-            trial_value = _evaluate(kernel, chart, trial)
+            trial_value = _evaluate(data, chart, trial)
             if not math.isfinite(trial_value):
                 return np.nan, n_iter, np.nan, which  # the numpy path raises the error that explains it
             trial_slope = _interior_dot(trial[1], direction)
@@ -373,21 +319,12 @@ def _newton(kernel, chart, tol, max_iter, buffers):
 
 
 @refcount_free
-def _metric_at(kernel, x, work, metric):
-    """:math:`M(x)` into ``metric``; False on overflow."""
-    if not rbf_weights(kernel, x, work[0], work[1]):
-        return False
-    rbf_metric(kernel, work[0], metric)
-    return True
-
-
-@refcount_free
-def _measure(curve_work, n_segments, energy, base_metric, factor, out):
+def _measure(terms, n_segments, energy, base_metric, factor, out):
     """``measure`` of ``_solve_chunk``: the length and :func:`initial_velocity` (discrete Legendre transform) into ``out``.
 
-    The first segment's terms are those :func:`_evaluate` left in ``curve_work`` at the minimizer.
+    The first segment's terms are those :func:`_evaluate` left in ``terms`` at the minimizer.
     """
-    metric_v, quadratic_gradient = curve_work[5][0], curve_work[5][1]
+    metric_v, quadratic_gradient = terms[0], terms[1]
     out[0] = math.sqrt(max(energy, 0.0))
     velocity = out[1:]
     for i in range(len(velocity)):
@@ -432,25 +369,24 @@ def _estimates(value, error, unresolved, base_metric):
 
 
 @cached_njit
-def _level_space(kernel, n_segments):
+def _level_space(data, n_segments, dim):
     """A level's curve ``(N + 1, dim)`` and :func:`_newton_buffers`."""
-    return np.empty((n_segments + 1, kernel.centers.shape[1])), _newton_buffers(kernel, n_segments + 1)
+    return np.empty((n_segments + 1, dim)), _newton_buffers(data, n_segments + 1, dim)
 
 
 @cached_njit
-def _pair_space(kernel, n_segments):
+def _pair_space(data, n_segments, dim):
     """The arrays of :func:`_levels`, shared by the pairs of a call: per level reached so far (appended by
-    :func:`_level_space`) its start (then final) curve and :func:`_newton_buffers`; :func:`rbf_work_space`,
-    :math:`M(x)`, its factor :math:`L` and :math:`L^{-1}`, the value, its error, two Romberg rows and two scratch vectors."""
-    dim = kernel.centers.shape[1]
-    levels = [_level_space(kernel, n_segments)]
-    matrices = (np.empty((dim, dim)), np.empty((dim, dim)), np.empty((dim, dim)))
+    :func:`_level_space`) its start (then final) curve and :func:`_newton_buffers`; the evaluators' ``point_work``,
+    :math:`M(x)`, the factor :math:`L` of the chart and :math:`L^{-1}`, a matrix for :func:`_measure`, the value, its error, two Romberg rows and two scratch vectors."""
+    levels = [_level_space(data, n_segments, dim)]
+    matrices = (np.empty((dim, dim)), np.empty((dim, dim)), np.empty((dim, dim)), np.empty((dim, dim)))
     vectors = (np.empty(dim + 1), np.empty(dim + 1), np.empty((3, dim + 1)), np.empty((3, dim + 1)), np.empty((2, dim)))
-    return levels, rbf_work_space_compiled(kernel), matrices, vectors
+    return levels, point_work(data), matrices, vectors
 
 
 @cached_njit
-def _levels(kernel, n_segments, step, max_segments, rtol, log_rtol, tol, max_iter, laplacians, n_levels, space, level_iters):
+def _levels(data, n_segments, step, max_segments, rtol, log_rtol, tol, max_iter, laplacians, n_levels, space, level_iters):
     """:func:`extrapolate_levels` for one Log problem from 0 to ``step`` (relative coordinates); see the module docstring.
 
     In the arrays ``space`` of :func:`_pair_space` (at most ``n_levels`` levels); returns status,
@@ -459,7 +395,7 @@ def _levels(kernel, n_segments, step, max_segments, rtol, log_rtol, tol, max_ite
     ``space[3][0]``, the finest curve in that level's curve of ``space[0]``; iterations per
     level into ``level_iters``.
     """
-    levels, work, (base_metric, factor, inverse_factor), (value, error, row, previous, scratch) = space
+    levels, work, (base_metric, factor, inverse_factor, measure_factor), (value, error, row, previous, scratch) = space
     dim = len(step)
     curve, (origin, centroid) = levels[0][0], scratch
     for i in range(dim + 1):
@@ -473,7 +409,7 @@ def _levels(kernel, n_segments, step, max_segments, rtol, log_rtol, tol, max_ite
             centroid[i] += curve[node, i]
     for i in range(dim):
         centroid[i] /= n_segments + 1
-    if not (_metric_at(kernel, origin, work, base_metric) and _metric_at(kernel, centroid, work, factor)):
+    if not (point_metric(data, origin, base_metric, work) and point_metric(data, centroid, factor, work)):
         return FAILED, 0.0, 0.0, 0, 0, False
     if not cholesky_factor(factor, 0.0):
         return FAILED, 0.0, 0.0, 0, 0, False
@@ -503,7 +439,7 @@ def _levels(kernel, n_segments, step, max_segments, rtol, log_rtol, tol, max_ite
         chart = (curve, math.sqrt(normalizer) / math.sqrt(2.0 * n_segments * 1.0), normalizer, factor, inverse_factor,
                  preconditioner)
         level_tol = tol * (COARSE_TOL_FACTOR if level == 0 else 1.0)
-        scaled_energy, n_iter, norm, which = _newton(kernel, chart, level_tol, max_iter, buffers)
+        scaled_energy, n_iter, norm, which = _newton(data, chart, level_tol, max_iter, buffers)
         if not math.isfinite(scaled_energy):
             return FAILED, 0.0, 0.0, level, n_segments, optimized
         level_iters[level] = n_iter
@@ -511,7 +447,7 @@ def _levels(kernel, n_segments, step, max_segments, rtol, log_rtol, tol, max_ite
         energy = scaled_energy * normalizer
         minimized = buffers[0][which]
         _assign(curve, minimized[0], 1.0)  # the level's curve from here on: its minimizer
-        if not _measure(minimized[6], n_segments, energy, base_metric, work[4], row[0]):
+        if not _measure(minimized[7], n_segments, energy, base_metric, measure_factor, row[0]):
             return FAILED, 0.0, 0.0, level, n_segments, optimized
         for j in range(1, min(level, 2) + 1):
             for i in range(dim + 1):
@@ -521,7 +457,7 @@ def _levels(kernel, n_segments, step, max_segments, rtol, log_rtol, tol, max_ite
         if level:
             for i in range(dim + 1):
                 error[i] = ERROR_SAFETY * (row[last, i] - row[last - 1, i])
-            trapezoid = rbf_curve_trapezoid(kernel, curve, minimized[6])  # after _measure read it
+            trapezoid = curve_trapezoid(data, curve, minimized[6])
             if not math.isfinite(trapezoid):
                 return FAILED, 0.0, 0.0, level, n_segments, optimized
             gap = abs(trapezoid * 1.0 - energy) / energy if energy > 0 else 0.0
@@ -533,14 +469,14 @@ def _levels(kernel, n_segments, step, max_segments, rtol, log_rtol, tol, max_ite
         _assign(previous, row, 1.0)
         if level + 1 < n_levels:
             if level + 1 == len(levels):
-                levels.append(_level_space(kernel, 2 * n_segments))
+                levels.append(_level_space(data, 2 * n_segments, dim))
             _refine(curve, levels[level + 1][0])
         n_segments, level = 2 * n_segments, level + 1
 
 
 @cached_njit
-def rbf_log_pairs(kernel, point, base_point, n_segments, max_segments, rtol, log_rtol, tol, max_iter, laplacians, n_levels):
-    """``EnergyLogSolver._solve_chunk`` with Newton for the pairs ``(point, base_point)`` ``(n, dim)`` of an RBF field.
+def compiled_log_pairs(data, point, base_point, n_segments, max_segments, rtol, log_rtol, tol, max_iter, laplacians, n_levels):
+    """``EnergyLogSolver._solve_chunk`` with Newton for the pairs ``(point, base_point)`` ``(n, dim)`` of a field with capability data ``data``.
 
     Returns its outputs (velocity, length, error estimates, segments,
     optimized, finest curves) plus the iterations per pair and level
@@ -554,9 +490,9 @@ def rbf_log_pairs(kernel, point, base_point, n_segments, max_segments, rtol, log
     segments, optimized = np.ones(n_pairs, dtype=np.int64), np.ones(n_pairs, dtype=np.bool_)
     level_iters, status = np.zeros((n_pairs, n_levels), dtype=np.int64), np.zeros(n_pairs, dtype=np.int64)
     curves = [np.empty((0, dim)) for _ in range(n_pairs)]
-    space = _pair_space(kernel, n_segments)
+    space = _pair_space(data, n_segments, dim)
     work, metric = space[1], np.empty((dim, dim))
-    step, midpoint, centers = np.empty(dim), np.empty(dim), np.empty_like(kernel.centers)
+    step, midpoint, scratch = np.empty(dim), np.empty(dim), relative_scratch(data)
     for p in range(n_pairs):
         largest, span = 0.0, 0.0
         for i in range(dim):
@@ -564,7 +500,7 @@ def rbf_log_pairs(kernel, point, base_point, n_segments, max_segments, rtol, log
             largest, span = max(largest, abs(point[p, i]), abs(base_point[p, i])), max(span, abs(step[i]))
         curve = np.empty((2, dim))
         if not span > UNRESOLVED * (1.0 + largest):  # straight: round-off hides the geometry
-            if not _metric_at(kernel, midpoint, work, metric):
+            if not point_metric(data, midpoint, metric, work):
                 status[p] = FAILED
                 continue
             length[p] = 0.0
@@ -575,12 +511,9 @@ def rbf_log_pairs(kernel, point, base_point, n_segments, max_segments, rtol, log
             length[p] = math.sqrt(length[p])
             curves[p] = curve
             continue
-        for r in range(len(centers)):  # coordinates relative to the base point
-            for i in range(dim):
-                centers[r, i] = kernel.centers[r, i] - base_point[p, i]
-        shifted = RBFKernel(centers, kernel.metrics, kernel.proximity, kernel.sigma, kernel.own_proximity)
+        relative = relative_to(data, base_point[p], scratch)  # coordinates relative to the base point
         status[p], dist_error[p], log_error[p], level, segments[p], optimized[p] = _levels(
-            shifted, n_segments, step, max_segments, rtol, log_rtol, tol, max_iter, laplacians, n_levels, space, level_iters[p]
+            relative, n_segments, step, max_segments, rtol, log_rtol, tol, max_iter, laplacians, n_levels, space, level_iters[p]
         )
         value, finest = space[3][0], space[0][level][0]
         curve = np.empty_like(finest)

@@ -37,7 +37,7 @@ __all__ = [
 
 METHODS = ("auto", "newton", "lbfgs")  #: energy minimizers
 NEWTON_MAX_DIM = 8  # "auto" takes Newton up to this dimension (above, L-BFGS is faster on batches: benchmarks/bench_geodesics.py)
-COMPILED_NEWTON_MAX_DIM = 17  # ... compiled (a field kernel, one pair at a time), Logs and lengths alike: Newton beats batched
+COMPILED_NEWTON_MAX_DIM = 17  # ... compiled (a field with a capability, one pair at a time), Logs and lengths alike: Newton beats batched
 # numpy L-BFGS up to dim = 17 (R = 10, bench_geodesics.random_field; ms for 16 / 64 pairs, Newton vs L-BFGS: Logs 11 vs 30 / 43 vs 70
 # at 17, 15 vs 21 / 60 vs 74 at 20, 20 vs 17 / 81 vs 70 at 24; lengths 4.6 vs 10 / 17 vs 42 at 10, 11 vs 19 / 43 vs 52 at 17, 15 vs 14 / 60 vs 52 at 20)
 LENGTHS_NEWTON_MAX_DIM = 7  # ... numpy Newton for lengths alone: batched L-BFGS in the node chart is faster above

@@ -21,10 +21,10 @@ import math
 
 import numpy as np
 
-from ..fields.kernels import rbf_geodesic_rhs
 from ..utils.compiled import cached_njit
+from ._capability import geodesic_rhs, point_work
 
-__all__ = ["dormand_prince", "rbf_dormand_prince"]
+__all__ = ["dormand_prince", "compiled_dormand_prince"]
 
 # the Runge--Kutta matrix, row by row (the right-hand side is autonomous: the nodes are not needed)
 _STAGES = tuple(
@@ -173,7 +173,7 @@ def _compiled_initial_step(params, y, f, rtol, atol, work, f_work):
     h0 = 1e-6 if (d0 < 1e-5 or d1 < 1e-5) else 0.01 * d0 / max(d1, 1e-300)
     for i in range(n):
         work[i] = y[i] + h0 * f[i]
-    if not rbf_geodesic_rhs(params, work, f_work):
+    if not geodesic_rhs(params, work, f_work):
         return -1.0
     d2 = 0.0
     for i in range(n):
@@ -185,13 +185,14 @@ def _compiled_initial_step(params, y, f, rtol, atol, work, f_work):
 
 
 @cached_njit
-def rbf_dormand_prince(params, y0, times, rtol, atol, max_step):
-    """:func:`dormand_prince` compiled for the geodesics of an RBF field (:func:`~riemlocal.fields.kernels.rbf_geodesic_rhs`), one row after the other.
+def compiled_dormand_prince(data, y0, times, rtol, atol, max_step):
+    """:func:`dormand_prince` compiled for the geodesics of a field with capability data ``data`` (its ``acceleration``), one row after the other.
 
     The same steps, step-size control and landing on output times as the
     numpy integrator, so both give the same rows to rounding. Returns the rows
     at ``times`` and a status: 0 done, 1 the right-hand side failed, 2 a step fell below round-off.
     """
+    params = (data, point_work(data))
     batch, n = y0.shape
     out = np.empty((batch, len(times), n))
     stages = np.empty((7, n))
@@ -205,7 +206,7 @@ def rbf_dormand_prince(params, y0, times, rtol, atol, max_step):
         if n_zero == len(times):
             continue
         y[:] = y0[b]
-        if not rbf_geodesic_rhs(params, y, stages[0]):
+        if not geodesic_rhs(params, y, stages[0]):
             return out, 1
         h = _compiled_initial_step(params, y, stages[0], rtol, atol, trial, f_work)
         if h < 0.0:
@@ -229,14 +230,14 @@ def rbf_dormand_prince(params, y0, times, rtol, atol, max_step):
                     for j in range(s):
                         total += _TABLEAU[s, j] * stages[j, i]
                     trial[i] = y[i] + step * total
-                if not rbf_geodesic_rhs(params, trial, stages[s]):
+                if not geodesic_rhs(params, trial, stages[s]):
                     return out, 1
             for i in range(n):
                 total = 0.0
                 for j in range(6):
                     total += _WEIGHTS[j] * stages[j, i]
                 y_new[i] = y[i] + step * total
-            if not rbf_geodesic_rhs(params, y_new, stages[6]):
+            if not geodesic_rhs(params, y_new, stages[6]):
                 return out, 1
             for i in range(n):
                 total = 0.0

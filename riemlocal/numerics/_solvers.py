@@ -24,17 +24,16 @@ import numpy as np
 from joblib import effective_n_jobs
 from sklearn.exceptions import ConvergenceWarning
 
-from ..fields.kernels import compiled_kernel, rbf_work_space
-from ..learners import condition_numbers
-from ..placement import CONDITION_WARNING
+from ..learners import CONDITION_WARNING, condition_numbers
 from ..utils.arrays import unique_rows
 from ..utils.parallel import parallel_map
 from ..utils.validation import broadcast_flat, check_bool, check_int, check_n_jobs, check_option, check_positive, check_tolerance
-from ._compiled_log import FAILED, NEEDS_LEVEL, laplacian_levels, rbf_log_pairs
-from ._energy import initial_velocity, polyline_length
+from ._capability import compiled_data
+from ._compiled_log import FAILED, NEEDS_LEVEL, compiled_log_pairs, laplacian_levels
+from ._energy import curve_energy, initial_velocity, polyline_length
 from ._minimize import COARSE_TOL_FACTOR, METHODS, UNRESOLVED, extrapolate_levels, minimize_curve_energy, resolve_method
 from ._routes import detour_routes, lattice_routes, resample, sharp_blend
-from ._runge_kutta import dormand_prince, rbf_dormand_prince
+from ._runge_kutta import compiled_dormand_prince, dormand_prince
 from ._tolerances import EXP_ATOL_FACTOR, INTEGRATION_RTOL, RTOL, integration_tolerances
 
 __all__ = ["CHUNK_SIZE", "BoundaryValueResult", "EnergyLogSolver", "ODEExpSolver", "integrate_geodesic", "solve_boundary_value"]
@@ -48,8 +47,8 @@ def integrate_geodesic(field, tangent_vec, base_point, t_eval=(1.0,), rtol=INTEG
     Each geodesic has its own step size (Dormand--Prince 5(4) with error
     control per geodesic): all advance together through the field's numpy
     methods (:func:`~riemlocal.numerics.dormand_prince`), or, for a field with
-    a compiled kernel (:attr:`MetricField.kernel`), one after the other in
-    compiled code (:func:`~riemlocal.numerics.rbf_dormand_prince`; the
+    a compiled capability (:attr:`MetricField.capability`), one after the other in
+    compiled code (:func:`~riemlocal.numerics.compiled_dormand_prince`; the
     same steps, so the same curves to rounding).
 
     Parameters
@@ -63,8 +62,8 @@ def integrate_geodesic(field, tangent_vec, base_point, t_eval=(1.0,), rtol=INTEG
     atol : float, default=None
         Its absolute tolerance; ``None``: ``rtol *`` :data:`~riemlocal.numerics.EXP_ATOL_FACTOR`.
     compiled : bool, default=True
-        Use the field's compiled kernel when it has one and the batch is small
-        enough for it to be faster (``False``: always the numpy path).
+        Use the field's compiled evaluators when it has them and the batch is small
+        enough for them to be faster (``False``: always the numpy path).
 
     Returns
     -------
@@ -74,9 +73,9 @@ def integrate_geodesic(field, tangent_vec, base_point, t_eval=(1.0,), rtol=INTEG
     batch, dim = base_point.shape
     times, position = np.unique(np.asarray(t_eval, dtype=float), return_inverse=True)
     initial = np.concatenate([base_point, tangent_vec], axis=1)
-    kernel = compiled_kernel(field, batch) if compiled else None
-    if kernel is not None:
-        states, status = rbf_dormand_prince((kernel, rbf_work_space(kernel)), initial, times, rtol, atol, max_step)
+    data = compiled_data(field, batch) if compiled else None
+    if data is not None:
+        states, status = compiled_dormand_prince(data, initial, times, rtol, atol, max_step)
         if status == 0:
             return states[:, position, :dim]  # else the numpy path raises the error that explains the failure
 
@@ -141,9 +140,9 @@ class ODEExpSolver:
     verbose : bool, default=False
         Progress bar over chunks.
     compiled : bool, default=True
-        Integrate in compiled code when the field has a kernel (:attr:`MetricField.kernel`,
-        the RBF fields) and the chunk is small enough for it to be faster
-        (:func:`~riemlocal.fields.kernels.compiled_kernel`); ``False`` takes the numpy path
+        Integrate in compiled code when the field declares a compiled capability
+        (:attr:`MetricField.capability`) and the chunk is small enough for it to be faster
+        (:func:`~riemlocal.numerics.compiled_data`); ``False`` takes the numpy path
         (the same curves to rounding).
     """
 
@@ -283,9 +282,9 @@ class EnergyLogSolver:
     verbose : bool, default=False
         Progress bar over chunks.
     compiled : bool, default=True
-        With Newton's method, solve in compiled code when the field has a kernel
-        (:attr:`MetricField.kernel`, the RBF fields): the same algorithm one pair
-        after the other (:func:`~riemlocal.numerics.rbf_log_pairs`), the same results to rounding;
+        With Newton's method, solve in compiled code when the field declares a compiled
+        capability (:attr:`MetricField.capability`): the same algorithm one pair
+        after the other (:func:`~riemlocal.numerics.compiled_log_pairs`), the same results to rounding;
         ``False`` takes the numpy path.
 
     Attributes
@@ -338,6 +337,59 @@ class EnergyLogSolver:
     def dist(self, point_a, point_b):
         """Geodesic distance (length of the shortest curve), shape ``(...)``; each distinct unordered pair is solved once."""
         return self.solve(point_b, point_a, ("point_b", "point_a"), log_rtol=np.inf).length
+
+    def joint_mean(self, points, weights, start, rtol=None, n_segments=None, max_segments=None, tol=None, max_iter=None):
+        r"""Weighted Fréchet mean by one joint minimization over the mean and the curves to every point.
+
+        L-BFGS on :math:`\sum_i w_i E(c_i)` over the interior nodes of the discrete curves
+        :math:`c_i` from the mean to ``points`` ``(n, dim)`` *and* the mean, their shared free
+        first node (:math:`\min_c E(c) = d^2` at constant speed), from straight curves at ``start``,
+        at ``n_segments``, twice and four times as many segments (warm started), the mean Romberg-
+        extrapolated and refined up to ``max_segments`` until its estimated error in :math:`M(\mu)`
+        is at most ``rtol`` times the rms distance (:func:`extrapolate_levels`). The options default
+        to the solver's own (``max_iter``: 20 times it).
+
+        Returns
+        -------
+        mean : ndarray of shape (dim,)
+        rms_distance, error_estimate, grad_norm : float
+            The extrapolated rms distance, the mean's estimated relative error and the gradient
+            norm :math:`\|\sum_i w_i \mathrm{Log}_\mu(x_i)\|_\mu` from the finest curves.
+        n_iter : int
+        converged : bool
+            Every level converged and the error estimate is at most ``rtol``.
+        """
+        self._check()
+        rtol = self.rtol if rtol is None else rtol
+        max_segments = self.max_segments if max_segments is None else max_segments
+        n_segments = self.n_segments if n_segments is None else n_segments
+        tol, max_iter = self.tol if tol is None else tol, 20 * self.max_iter if max_iter is None else max_iter
+        dim = points.shape[1]
+        t = np.linspace(0.0, 1.0, n_segments + 1)[:, None]
+        curves = (start + t * (points - start)[:, None, :])[None]
+
+        def measure(minimum, rows):  # the mean and the rms distance
+            return np.concatenate([minimum.curves[:, 0, 0, :], np.sqrt(minimum.energy)[:, None]], axis=1)
+
+        def relative_error(value, error, unresolved):
+            metric = self.field.metric_matrix(value[:, :dim])
+            norm = np.sqrt(np.einsum("pi,pij,pj->p", error[:, :dim], metric, error[:, :dim]))
+            relative = np.divide(norm, value[:, dim], out=np.zeros_like(norm), where=norm > 0)  # 0 / 0: one distinct point
+            return np.maximum(relative, unresolved)
+
+        def accept(value, error, unresolved, rows):
+            return relative_error(value, error, unresolved) <= rtol
+
+        result = extrapolate_levels(
+            self.field, curves, measure, accept, max_segments, weights=weights[None], free_start=True, method="lbfgs", tol=tol, max_iter=max_iter
+        )
+        error_estimate = float(relative_error(result.value, result.error, result.unresolved)[0])
+        final = result.curves[0]
+        mean_gradient = weights @ curve_energy(self.field, final)[1][:, 0, :]
+        metric = self.field.metric_matrix(final[0, 0])
+        grad_norm = 0.5 * float(np.sqrt(max(mean_gradient @ np.linalg.solve(metric, mean_gradient), 0.0)))
+        converged = bool(result.optimized[0]) and error_estimate <= rtol
+        return result.value[0, :dim], float(result.value[0, dim]), error_estimate, grad_norm, result.n_iter, converged
 
     def solve(self, point, base_point, names=("point", "base_point"), log_rtol=None):
         """Geodesics from ``base_point`` to ``point`` (shapes ``(..., dim)``, broadcast); sets ``last_result_``.
@@ -487,28 +539,28 @@ class EnergyLogSolver:
         return certified, np.where(certified, length, curve_length)
 
     def _solve_chunk(self, point, base_point, log_rtol):
-        """Solve pairs ``(n, dim)``: compiled (Newton, a field with a kernel) or by :meth:`_solve_numpy`."""
-        kernel = self.field.kernel if self.compiled else None
+        """Solve pairs ``(n, dim)``: compiled (Newton, a field with a compiled capability) or by :meth:`_solve_numpy`."""
+        capability = getattr(self.field, "capability", None) if self.compiled else None
         method = resolve_method(self.method, self.field.dim, n_problems=len(point), compiled=True)
-        if kernel is None or method != "newton":
+        if capability is None or method != "newton":
             return self._solve_numpy(point, base_point, log_rtol)
         n_levels = (self.max_segments // self.n_segments).bit_length()  # levels up to max_segments
         first_levels = min(n_levels, max(3, (128 // self.n_segments).bit_length()))  # up to 128 segments
         options = (self.n_segments, self.max_segments, self.rtol, log_rtol, self.tol, self.max_iter)
-        *outputs, iterations, status = rbf_log_pairs(
-            kernel, point, base_point, *options, laplacian_levels(self.n_segments, first_levels), first_levels
+        *outputs, iterations, status = compiled_log_pairs(
+            capability.data, point, base_point, *options, laplacian_levels(self.n_segments, first_levels), first_levels
         )
         outputs[-1] = _object_array(outputs[-1])
         finer = np.flatnonzero(status == NEEDS_LEVEL) if status.any() else ()  # rare: more than 128 segments
         if len(finer):
             iterations = np.pad(iterations, ((0, 0), (0, n_levels - first_levels)))
-            *parts, iterations[finer], status[finer] = rbf_log_pairs(
-                kernel, point[finer], base_point[finer], *options, laplacian_levels(self.n_segments, n_levels), n_levels
+            *parts, iterations[finer], status[finer] = compiled_log_pairs(
+                capability.data, point[finer], base_point[finer], *options, laplacian_levels(self.n_segments, n_levels), n_levels
             )
             for output, part in zip(outputs, parts):
                 output[finer] = _object_array(part) if isinstance(part, list) else part
         outputs.append(np.full(len(point), iterations.max(axis=0).sum()))
-        failed = np.flatnonzero(status == FAILED) if status.any() else ()  # the kernel declined (overflow, not SPD)
+        failed = np.flatnonzero(status == FAILED) if status.any() else ()  # an evaluator declined (overflow, not SPD)
         if len(failed):  # the numpy path explains
             for output, part in zip(outputs, self._solve_numpy(point[failed], base_point[failed], log_rtol)):
                 output[failed] = part
@@ -520,7 +572,7 @@ class EnergyLogSolver:
 
         ``starts`` ``(n, N + 1, dim)``: the curves the coarsest level starts from (default: straight, ``n_segments``).
 
-        :func:`~riemlocal.numerics.rbf_log_pairs` mirrors this (with Newton) in compiled code:
+        :func:`~riemlocal.numerics.compiled_log_pairs` mirrors this (with Newton) in compiled code:
         a change here needs the same change there (``tests/test_compiled_log.py`` compares both).
         """
         n_pairs = len(point)

@@ -12,6 +12,7 @@ from tqdm.auto import tqdm
 
 from ..fields import ConstantField, NearestLocalField, RBFLocalField, SmoothLocalField
 from ..learners import (
+    CONDITION_WARNING,
     LDAMetric,
     bound_condition,
     check_learner,
@@ -37,10 +38,6 @@ __all__ = [
 
 #: names accepted by ``LocalMetrics(where=...)``
 PLACEMENTS = ("global", "class", "exemplar", "reference")
-#: smooth_field and rbf_field warn when ``max_condition=None`` leaves a local metric with a condition number above this:
-#: measured on iris (LMNN per class, smooth field), geodesics between 60 points were all certified in
-#: seconds with metrics bounded at 100, but took ten times longer, with pairs left uncertified, at 1000
-CONDITION_WARNING = 1e3
 #: ``n_local="auto"``: neighbourhood size per placement (``"lazy"``: S of a LazyField)
 NEIGHBOURHOOD_SIZES = {"class": 20, "exemplar": 50, "lazy": 50}
 #: nearness of a nearest-center field: the global metric (eq. 13) or each center's own (eq. 21)

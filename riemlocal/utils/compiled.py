@@ -1,4 +1,4 @@
-"""Compiled kernels: numba's ``njit`` with its on-disk cache in a per-user directory, never inside the package.
+"""Compiled kernels: numba's ``njit`` with its on-disk cache in a per-user directory, never inside the package; helpers of compiled code.
 
 numba caches a compiled function beside its source file (``__pycache__``) when that folder is
 writable, which for an installed package is ``site-packages``: files pip does not know of, left
@@ -7,13 +7,17 @@ editable install). :func:`cached_njit` points numba's cache at :func:`cache_dir`
 and compiles without a disk cache when that directory cannot be written.
 """
 
+import math
 import os
 from pathlib import Path
 
 import numba
-from numba import njit
+import numpy as np
+from llvmlite import ir
+from numba import njit, types
+from numba.extending import intrinsic
 
-__all__ = ["cached_njit", "cache_dir"]
+__all__ = ["cached_njit", "cache_dir", "refcount_free", "exp_nonpositive"]
 
 
 def cache_dir():
@@ -47,3 +51,48 @@ def cached_njit(function=None, **options):
         return njit(cache=True, **options)(function)
     finally:
         numba.config.CACHE_DIR = previous
+
+
+def refcount_free(function):
+    """``numba.njit`` without reference counting, for kernels that allocate nothing and return no array to counted code.
+
+    Numba counts references to every array argument, tuple item and view with an
+    atomic increment and decrement (a fifth of a D = 2 Log); a kernel that only
+    reads and writes arrays its caller owns needs none of them (numba's ``_nrt`` option;
+    a numba without that option compiles the kernel with reference counting).
+    """
+    try:
+        return cached_njit(function, _nrt=False)
+    except (KeyError, TypeError, ValueError):  # numba 0.68: KeyError "Unrecognized options"
+        return cached_njit(function)
+
+
+@intrinsic
+def _bits_to_float(typingctx, bits):
+    """The float64 with the bit pattern of the int64 ``bits``."""
+
+    def codegen(context, builder, signature, args):
+        return builder.bitcast(args[0], ir.DoubleType())
+
+    return types.float64(types.int64), codegen
+
+
+_LOG2_E, _LN2_HIGH, _LN2_LOW = 1.4426950408889634, 6.93147180369123816490e-01, 1.90821492927058770002e-10  # Cody--Waite split of ln 2
+
+
+@cached_njit
+def exp_nonpositive(x):
+    r""":math:`e^x` for :math:`x \le 0` in operations the compiler vectorizes (``math.exp`` is a libm call per element).
+
+    :math:`x = k \ln 2 + r`, :math:`|r| \le \tfrac12 \ln 2`, :math:`e^r` by its Taylor polynomial of
+    degree 13 (remainder below :math:`10^{-17}`), :math:`2^k` from the exponent bits: within 1 ulp of
+    libm's ``exp`` (tested); 0 below :math:`-708` (no subnormals: weights that small count as 0), NaN for NaN.
+    """
+    k = math.floor(x * _LOG2_E + 0.5)
+    r = (x - k * _LN2_HIGH) - k * _LN2_LOW
+    p = 1.0 / 6227020800.0
+    for coefficient in (1.0 / 479001600.0, 1.0 / 39916800.0, 1.0 / 3628800.0, 1.0 / 362880.0, 1.0 / 40320.0, 1.0 / 5040.0,
+                        1.0 / 720.0, 1.0 / 120.0, 1.0 / 24.0, 1.0 / 6.0, 0.5, 1.0, 1.0):
+        p = p * r + coefficient
+    scaled = p * _bits_to_float((np.int64(max(k, -1022.0)) + 1023) << 52)
+    return scaled if x >= -708.0 else (0.0 if x < -708.0 else x)
