@@ -7,6 +7,8 @@ path, which knows the field only by ``metric_matrix`` and ``metric_derivative``.
 """
 
 import math
+import subprocess
+import sys
 from collections import namedtuple
 
 import numpy as np
@@ -223,3 +225,18 @@ def test_a_new_field_runs_compiled_through_its_own_evaluators(fields):
     assert compiled.calls[2] > before[2]
     np.testing.assert_allclose(distances, pairwise_distances(LearnedMetricManifold(plain), x[:3], rule="geodesic"), rtol=1e-6, atol=1e-12)
     np.testing.assert_allclose(space.metric.exp(space.metric.log(x[1], x[0]), x[0]), x[1], atol=1e-5)
+
+
+def test_a_foreign_field_type_stays_out_of_the_disk_cache(fields, tmp_path):
+    """The generic solvers compiled for this module's Conformal type are not cached on disk: a later process
+    that cannot import this module (run from elsewhere) still loads the solvers' cache and runs."""
+    compiled, _ = fields
+    integrate_geodesic(compiled, np.ones((1, 3)), np.zeros((1, 3)))
+    EnergyLogSolver(compiled).solve(np.ones(3), np.zeros(3))
+    script = (
+        "import numpy as np; from riemlocal import SmoothLocalField, LearnedMetricManifold; "
+        "f = SmoothLocalField([[0.0, 0.0], [1.0, 1.0]], [np.eye(2), 2 * np.eye(2)]); m = LearnedMetricManifold(f); "
+        "x, y = np.zeros(2), np.ones(2); print(abs(m.metric.exp(m.metric.log(y, x), x) - y).max() < 1e-6)"
+    )
+    done = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0 and done.stdout.strip() == "True", done.stderr[-2000:]

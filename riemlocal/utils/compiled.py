@@ -4,17 +4,23 @@ numba caches a compiled function beside its source file (``__pycache__``) when t
 writable, which for an installed package is ``site-packages``: files pip does not know of, left
 behind when the package is uninstalled (a leftover ``riemlocal/__pycache__`` then shadows an
 editable install). :func:`cached_njit` points numba's cache at :func:`cache_dir` while it decorates,
-and compiles without a disk cache when that directory cannot be written.
+and compiles without a disk cache when that directory cannot be written. Only
+specializations for riemlocal's own types are written to disk (:class:`_LibraryCache`).
 """
 
+import functools
+import hashlib
 import math
 import os
+import pickle
 from pathlib import Path
 
 import numba
 import numpy as np
 from llvmlite import ir
 from numba import njit, types
+from numba.core.caching import FunctionCache
+from numba.core.sigutils import normalize_signature
 from numba.extending import intrinsic
 
 __all__ = ["cached_njit", "cache_dir", "refcount_free", "exp_nonpositive"]
@@ -48,9 +54,59 @@ def cached_njit(function=None, **options):
         return njit(**options)(function)
     previous, numba.config.CACHE_DIR = numba.config.CACHE_DIR, str(directory)
     try:
-        return njit(cache=True, **options)(function)
+        dispatcher = njit(cache=True, **options)(function)
+        dispatcher._cache = _LibraryCache(dispatcher.py_func)
+        return dispatcher
     finally:
         numba.config.CACHE_DIR = previous
+
+
+def _foreign(numba_type):
+    """Whether a numba type names a Python class outside riemlocal (a namedtuple of a user's field, say)."""
+    owner = getattr(numba_type, "instance_class", None)
+    if owner is not None and not owner.__module__.startswith("riemlocal."):
+        return True
+    return any(_foreign(item) for item in getattr(numba_type, "types", ()) if isinstance(item, types.Type))
+
+
+@functools.lru_cache(maxsize=1)
+def _sources_digest():
+    """SHA-256 of every source file of the package."""
+    digest = hashlib.sha256()
+    for path in sorted(Path(__file__).resolve().parent.parent.rglob("*.py")):
+        digest.update(path.read_bytes())
+    return digest.hexdigest()
+
+
+class _LibraryCache(FunctionCache):
+    """numba's disk cache of a function, for signatures of riemlocal's own types only.
+
+    A generic compiled solver is specialized for each field's capability data
+    (:mod:`riemlocal.numerics`); a cache index that names a class of a user's
+    script or test module could not be read by a later process that cannot
+    import it, which would then fail. Such specializations are compiled once per
+    process; an index that cannot be read is emptied and rebuilt. Entries are
+    keyed by the package's sources too, so that an edit anywhere recompiles.
+    """
+
+    def _index_key(self, sig, codegen):
+        """numba's key (the signature, the CPU, this function's bytecode) and the digest of riemlocal's sources.
+
+        A compiled function inlines the evaluators and constants of other modules; numba
+        checks only its own file, so an edit elsewhere would otherwise leave stale code.
+        """
+        return super()._index_key(sig, codegen) + (_sources_digest(),)
+
+    def _save_overload(self, sig, data):
+        if not any(_foreign(item) for item in normalize_signature(sig)[0]):
+            super()._save_overload(sig, data)
+
+    def _load_overload(self, sig, target_context):
+        try:
+            return super()._load_overload(sig, target_context)
+        except (ImportError, AttributeError, pickle.UnpicklingError):  # an index naming a class this process cannot import
+            self._cache_file.flush()
+            return None
 
 
 def refcount_free(function):
