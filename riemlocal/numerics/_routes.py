@@ -19,11 +19,13 @@ from scipy.sparse.csgraph import dijkstra
 
 from ._energy import polyline_length
 
-__all__ = ["LATTICE_NODES", "SHARP_BLEND", "WAYPOINTS", "detour_routes", "lattice_routes", "resample", "sharp_blend"]
+__all__ = ["LATTICE_NODES", "CHECK_LATTICE_NODES", "SHARP_BLEND", "WAYPOINTS", "detour_routes", "lattice_routes", "resample", "sharp_blend"]
 
 #: nodes per side of the lattice of :func:`lattice_routes`, and its neighbours: the 16 directions of steps
 #: (1, 0), (1, 1), (1, 2) and their symmetries (angles within 13 degrees of any direction)
 LATTICE_NODES = 65
+#: ... of the coarse lattice that checks every pair of a sharp two-dimensional field
+CHECK_LATTICE_NODES = 17
 _STEPS = ((0, 1), (1, 0), (1, 1), (1, -1), (1, 2), (2, 1), (1, -2), (2, -1))
 
 
@@ -63,27 +65,27 @@ def sharp_blend(field):
     return bool(np.any((largest > SHARP_BLEND * change.sum(axis=1)) & (largest > SHARP_CHANGE)))
 
 
-def lattice_routes(field, base_point, point):
+def lattice_routes(field, base_point, point, n_nodes=LATTICE_NODES):
     """Shortest polylines from ``base_point`` to ``point`` (``(n, 2)`` each) on a lattice around each pair.
 
     The lattice spans the pair's bounding box widened by its diagonal on every side, with
-    ``LATTICE_NODES`` nodes per side; the endpoints join the lattice nodes within 2.5 steps.
+    ``n_nodes`` nodes per side; the endpoints join the lattice nodes within 2.5 steps.
     Returns a list of ``n`` polylines, each ``(k, 2)`` with its endpoints.
     """
-    grid = np.indices((LATTICE_NODES, LATTICE_NODES)).reshape(2, -1).T
-    index = np.arange(LATTICE_NODES**2).reshape(LATTICE_NODES, LATTICE_NODES)
+    grid = np.indices((n_nodes, n_nodes)).reshape(2, -1).T
+    index = np.arange(n_nodes**2).reshape(n_nodes, n_nodes)
     first, second = [], []
     for di, dj in _STEPS:
-        rows = slice(0, LATTICE_NODES - di)
-        columns = slice(max(0, -dj), LATTICE_NODES - max(0, dj))
+        rows = slice(0, n_nodes - di)
+        columns = slice(max(0, -dj), n_nodes - max(0, dj))
         first.append(index[rows, columns].ravel())
-        second.append(index[di:, max(0, dj) : LATTICE_NODES + min(0, dj)][: LATTICE_NODES - di].ravel())
+        second.append(index[di:, max(0, dj) : n_nodes + min(0, dj)][: n_nodes - di].ravel())
     first, second = np.concatenate(first), np.concatenate(second)
     routes = []
     for start, end in zip(base_point, point):
         low, high = np.minimum(start, end), np.maximum(start, end)
         margin = np.linalg.norm(end - start)
-        step = (high - low + 2 * margin) / (LATTICE_NODES - 1)
+        step = (high - low + 2 * margin) / (n_nodes - 1)
         lattice = low - margin + grid * step
         near_start = np.flatnonzero(np.sum(((lattice - start) / step) ** 2, axis=1) <= 2.5**2)
         near_end = np.flatnonzero(np.sum(((lattice - end) / step) ** 2, axis=1) <= 2.5**2)

@@ -30,9 +30,9 @@ from ..utils.parallel import parallel_map
 from ..utils.validation import broadcast_flat, check_bool, check_int, check_n_jobs, check_option, check_positive, check_tolerance
 from ._capability import compiled_data
 from ._compiled_log import FAILED, NEEDS_LEVEL, compiled_log_pairs, laplacian_levels
-from ._energy import curve_energy, initial_velocity, polyline_length
+from ._energy import curve_energy, initial_velocity, polyline_length, refine
 from ._minimize import COARSE_TOL_FACTOR, METHODS, UNRESOLVED, extrapolate_levels, minimize_curve_energy, resolve_method
-from ._routes import detour_routes, lattice_routes, resample, sharp_blend
+from ._routes import CHECK_LATTICE_NODES, detour_routes, lattice_routes, resample, sharp_blend
 from ._runge_kutta import compiled_dormand_prince, dormand_prince
 from ._tolerances import EXP_ATOL_FACTOR, INTEGRATION_RTOL, RTOL, integration_tolerances
 
@@ -242,8 +242,10 @@ class EnergyLogSolver:
 
     Hard pairs get a cheap global search (:meth:`_search_routes`): pairs not
     certified, pairs that needed more than ``HARD_LEVELS_FACTOR`` times the first
-    level's segments, and every pair of a sharp field of more than two dimensions
-    (:func:`~riemlocal.numerics._routes.sharp_blend`); the other pairs cost no more.
+    level's segments, every pair of a sharp field of more than two dimensions
+    (:func:`~riemlocal.numerics._routes.sharp_blend`), and the pairs of a sharp
+    two-dimensional field whose answer a coarse lattice route, minimized, disproves
+    (:meth:`_check_routes`); the other pairs cost no more.
     The certificate of these pairs also checks their curves (:meth:`_assess`: the
     curve's own length by an independent quadrature within ``CURVE_GAP``, no segment
     ``JUMP_FACTOR`` times the mean).
@@ -410,7 +412,10 @@ class EnergyLogSolver:
         certified, sharp = self._assess(outputs, log_rtol)[0], self._sharp_field()
         if sharp or not certified.all() or outputs[4].max() > HARD_LEVELS_FACTOR * self.n_segments:  # else nothing to repair
             self._retry_finer(outputs, y[first], x[first], log_rtol, certified)
-            hard = sharp | ~self._assess(outputs, log_rtol)[0] | (outputs[4] > HARD_LEVELS_FACTOR * self.n_segments)
+            if sharp and self.field.dim == 2:
+                self._check_routes(outputs, y[first], x[first], log_rtol)
+            hard = ~self._assess(outputs, log_rtol)[0] | (outputs[4] > HARD_LEVELS_FACTOR * self.n_segments)
+            hard |= sharp and self.field.dim > 2
             hard &= outputs[4] > 1  # not the pairs closer than round-off resolves
             self._search_routes(outputs, y[first], x[first], log_rtol, hard)
             certified = self._assess(outputs, log_rtol)[0]
@@ -462,15 +467,18 @@ class EnergyLogSolver:
         (:func:`~riemlocal.numerics._routes.detour_routes`) and, in two dimensions, the
         shortest route of a lattice around it (:func:`~riemlocal.numerics._routes.lattice_routes`),
         each resampled to ``RETRY_FACTOR * n_segments`` segments and minimized at that level
-        (a route's own length says little about the geodesic it leads to). The lattice route and
-        the candidates whose minimized curves are shortest (:func:`~riemlocal.numerics.polyline_length`),
-        ``ROUTE_STARTS`` in all, are solved in full (numpy path) from those curves; the best answer replaces the pair's
-        result where it is better (:func:`_better`). ``outputs`` (of :meth:`_solve_chunk`)
+        (a route's own length says little about the geodesic it leads to). Candidates that end
+        within ``SAME_ROUTE`` of the chord of a shorter one are the same route. The lattice route and
+        the shortest others (:func:`~riemlocal.numerics.polyline_length`), ``ROUTE_REFINE`` in all, are
+        refined to twice the segments and minimized again, where their lengths rank them more
+        reliably (at 32 segments a sharp transition can shorten a wrong route by a percent), and the
+        ``ROUTE_STARTS`` shortest are solved in full (numpy path) from there; the best answer replaces
+        the pair's result where it is better (:func:`_better`). ``outputs`` (of :meth:`_solve_chunk`)
         are updated in place.
         """
         rows = np.flatnonzero(hard)
         n_nodes = RETRY_FACTOR * self.n_segments + 1
-        if not len(rows) or 4 * (n_nodes - 1) > self.max_segments:
+        if not len(rows) or 8 * (n_nodes - 1) > self.max_segments:
             return
         starts, owners, lattice = [], [], []
         for row in rows:
@@ -481,14 +489,19 @@ class EnergyLogSolver:
             owners += [row] * len(routes)
             lattice += [False] * (len(routes) - 1) + [self.field.dim == 2]
         method = resolve_method(self.method, self.field.dim, n_problems=1)  # per pair's worth of work: Newton up to dim = 20
-        coarse = minimize_curve_energy(self.field, np.stack(starts)[:, None], method=method, tol=COARSE_TOL_FACTOR * self.tol, max_iter=self.max_iter)
-        curves, owners = coarse.curves[:, 0], np.array(owners)
-        order = np.lexsort((polyline_length(self.field, curves, CURVE_SUBDIVISIONS), ~np.array(lattice), owners))
-        rank = np.empty(len(order), dtype=int)  # of each candidate among its pair's: the lattice route, then the shortest
-        rank[order] = np.arange(len(order)) - np.searchsorted(owners[order], owners[order])
+
+        def minimize(curves):
+            return minimize_curve_energy(self.field, curves[:, None], method=method, tol=COARSE_TOL_FACTOR * self.tol, max_iter=self.max_iter).curves[:, 0]
+
+        curves, owners = minimize(np.stack(starts)), np.array(owners)
+        same = SAME_ROUTE * np.linalg.norm(point - base_point, axis=1)
+        rank = _route_ranks(curves, owners, polyline_length(self.field, curves, CURVE_SUBDIVISIONS), np.array(lattice), same[owners])
+        chosen = np.flatnonzero(rank < ROUTE_REFINE)
+        curves, owners = minimize(refine(curves[chosen], cubic=True)), owners[chosen]
+        rank = _route_ranks(curves, owners, polyline_length(self.field, curves, CURVE_SUBDIVISIONS), np.zeros(len(owners), dtype=bool), same[owners])
         chosen = np.flatnonzero(rank < ROUTE_STARTS)
         retry = copy.copy(self)
-        retry.n_segments = n_nodes - 1
+        retry.n_segments = curves.shape[1] - 1
         again = retry._solve_numpy(point[owners[chosen]], base_point[owners[chosen]], log_rtol, curves[chosen])
         for k in range(ROUTE_STARTS):  # the best start of each pair first, each answer against the best so far
             mine = rank[chosen] == k
@@ -497,14 +510,36 @@ class EnergyLogSolver:
             _replace_rows(outputs, pairs, part, _better(self._assess(part, log_rtol), self._assess(outputs, log_rtol, pairs), self.rtol))
 
     def _sharp_field(self):
-        """:func:`~riemlocal.numerics._routes.sharp_blend` of a field of more than two dimensions, computed once per field.
-
-        In two dimensions the hard pairs' lattice routes find the detours (searching every pair of a
-        sharp 2-D field made the estimators' tests on one several hundred times slower).
-        """
+        """:func:`~riemlocal.numerics._routes.sharp_blend` of the field, computed once per field."""
         if self._sharp is None or self._sharp[0] is not self.field:
-            self._sharp = (self.field, self.field.dim > 2 and sharp_blend(self.field))
+            self._sharp = (self.field, sharp_blend(self.field))
         return self._sharp[1]
+
+    def _check_routes(self, outputs, point, base_point, log_rtol):
+        """The cheap global check of a sharp two-dimensional field's pairs; a pair it disproves is solved again.
+
+        The shortest route on a coarse lattice around each pair (``CHECK_LATTICE_NODES`` per side,
+        :func:`~riemlocal.numerics._routes.lattice_routes`), minimized at ``RETRY_FACTOR * n_segments``
+        segments, is a real curve: where it is more than ``CURVE_GAP`` shorter than the pair's distance,
+        that distance is wrong, whatever its certificate, and the pair is solved in full from that curve
+        (the answer replaces the pair's where it is better, :func:`_better`; a pair still not certified
+        then gets the full search). Searching every pair of a sharp 2-D field in full made the
+        estimators' tests on one several hundred times slower.
+        """
+        rows = np.flatnonzero(outputs[4] > 1)  # not the pairs closer than round-off resolves
+        if not len(rows):
+            return
+        routes = lattice_routes(self.field, base_point[rows], point[rows], CHECK_LATTICE_NODES)
+        starts = np.stack([resample(route, RETRY_FACTOR * self.n_segments + 1) for route in routes])
+        method = resolve_method(self.method, self.field.dim, n_problems=len(rows))
+        curves = minimize_curve_energy(self.field, starts[:, None], method=method, tol=COARSE_TOL_FACTOR * self.tol, max_iter=self.max_iter).curves[:, 0]
+        shorter = polyline_length(self.field, curves, CURVE_SUBDIVISIONS) < (1.0 - CURVE_GAP) * outputs[1][rows]
+        rows, curves = rows[shorter], curves[shorter]
+        if len(rows):
+            retry = copy.copy(self)
+            retry.n_segments = curves.shape[1] - 1
+            again = retry._solve_numpy(point[rows], base_point[rows], log_rtol, curves)
+            _replace_rows(outputs, rows, again, _better(self._assess(again, log_rtol), self._assess(outputs, log_rtol, rows), self.rtol))
 
     def _assess(self, outputs, log_rtol, rows=slice(None)):
         """Whether the pairs ``rows`` of ``outputs`` (of :meth:`_solve_chunk`) are certified, and an upper bound on their distances.
@@ -664,6 +699,25 @@ class EnergyLogSolver:
                 )
 
 
+def _route_ranks(curves, owners, lengths, first, same):
+    """Rank of each candidate curve ``(n, N + 1, dim)`` among its pair's (``owners``): those marked ``first``, then by ``lengths``.
+
+    A candidate whose nodes all lie within ``same`` (per candidate) of a better-ranked candidate's is the
+    same route: it ranks after every distinct one.
+    """
+    order = np.lexsort((lengths, ~first, owners))
+    rank = np.empty(len(order), dtype=int)
+    for pair in np.unique(owners):
+        mine = order[owners[order] == pair]
+        distinct = []
+        for k in mine:
+            if not any(np.abs(curves[k] - curves[j]).max() <= same[k] for j in distinct):
+                distinct.append(k)
+        rank[distinct] = np.arange(len(distinct))
+        rank[np.setdiff1d(mine, distinct, assume_unique=True)] = len(mine)
+    return rank
+
+
 def _replace_rows(outputs, rows, again, better):
     """Where ``better``, put the results ``again`` of the pairs ``rows`` into ``outputs`` (both of :meth:`EnergyLogSolver._solve_chunk`; not ``n_iter``)."""
     for output, part in zip(outputs[:-1], again[:-1]):
@@ -693,8 +747,12 @@ def _certified(optimized, length, error, log_error, rtol, log_rtol):
 
 #: the retry of an uncertified pair starts from this many times the segments (:meth:`EnergyLogSolver._retry_finer`)
 RETRY_FACTOR = 4
-#: hard pairs are solved in full from this many of their candidate routes (:meth:`EnergyLogSolver._search_routes`)
+#: hard pairs are solved in full from this many of their candidate routes (:meth:`EnergyLogSolver._search_routes`) ...
 ROUTE_STARTS = 3
+#: ... chosen among this many distinct routes refined to twice the segments
+ROUTE_REFINE = 6
+#: candidate curves whose nodes are all within this fraction of the pair's chord of a shorter one's are one route
+SAME_ROUTE = 0.05
 #: a curve with a segment this many times longer than its mean segment is a jump minimizer, not certified
 JUMP_FACTOR = 8.0
 #: a pair is searched for a shorter route when it needed more than this many times the first level's segments
