@@ -1,15 +1,34 @@
 """The experiments' own pieces: deskewing, the leakage-free protocol, tables and figures."""
 
+import json
+
 import matplotlib
 import numpy as np
 import pytest
-from numpy.testing import assert_allclose
+from numpy.testing import assert_allclose, assert_array_equal
 from sklearn.utils import Bunch
 
 from helpers import assert_figure_is_labelled
 from riemlocal.datasets import make_body_shapes
+from riemlocal.distances import distance
 from riemlocal.experiments.bodyshape import plot_embeddings, plot_errors, plot_principal_geodesics, run_bodyshape
-from riemlocal.experiments.taxonomy import CELLS, PAPER_MNIST, WHEN, WHERE, deskew, plot_taxonomy, render_taxonomy
+from riemlocal.experiments.taxonomy import (
+    CELLS,
+    N_REFERENCES,
+    PAPER_MNIST,
+    SHORTLIST,
+    WHEN,
+    WHERE,
+    SolverRecord,
+    _batch,
+    _classifier,
+    _datasets,
+    deskew,
+    plot_taxonomy,
+    render_taxonomy,
+    run_taxonomy,
+)
+from riemlocal.learners import LDAMetric
 
 
 def _moments(image):
@@ -84,6 +103,48 @@ def test_taxonomy_table_has_the_baseline_and_the_paper_beside_ours():
     assert "| Euclidean 3-NN (baseline) | 92.0 ± 0.5 (0.10 s) |" in markdown
     assert "| Global offline | 92.0 ± 0.4 | 92.4 ± 0.9 | -0.4 |" in markdown  # within 1.5: unmarked
     assert "| Line interp | 98.0 ± 0.4 | 92.6 ± 0.7 | +5.4 ** |" in markdown
+
+
+def test_taxonomy_table_counts_uncertified_geodesics():
+    result = _taxonomy_result()
+    result["cells"]["mnist/LDA/Geodesic/interp"].update(n_pairs=400, n_uncertified=2)
+    assert "| 99.0 ± 0.4 (1.00 s; 2 of 400 uncertified) |" in render_taxonomy(result)
+
+
+def test_taxonomy_quick_run_has_a_geodesic_column(tmp_path):
+    """One quick batch: the Geodesic cell is in the JSON, a rate of correct predictions, timed and certified."""
+    result = run_taxonomy(quick=True, n_batches=1, verbose=False, out=tmp_path)
+    cells = json.loads((tmp_path / "taxonomy.json").read_text())["cells"]
+    n_test = result["datasets"]["digits"]["n_test"]
+    for how in result["hows"]:
+        cell = cells[f"digits/{how}/Geodesic/interp"]
+        correct = cell["accuracy"] / 100 * n_test  # one batch: the count of correct predictions
+        assert 0 <= correct <= n_test and correct == pytest.approx(round(correct), abs=1e-9)
+        assert np.isfinite(cell["time"]) and cell["time"] > 0
+        assert cell["n_pairs"] == n_test * SHORTLIST and cell["n_uncertified"] == 0
+        assert f"({cell['time']:.2f} s; 0 of {cell['n_pairs']} uncertified) |" in result["markdown"]
+    assert not any(key.startswith("wine/") and "/Geodesic/" in key for key in cells)  # NO_GEODESIC
+    assert "| not run |" in result["markdown"] and (tmp_path / "taxonomy_digits.png").exists()
+
+
+def test_taxonomy_geodesic_cell_reranks_the_line_shortlist_on_the_smooth_blend_of_its_metrics():
+    X_train, X_test, y_train, _ = _batch(_datasets("digits-wine", quick=True)["digits"], batch=0, seed=0)
+    global_metric = LDAMetric().fit(X_train, y_train).metric_
+    record = SolverRecord()
+    line, geodesic = (
+        _classifier(global_metric, LDAMetric(), CELLS[(where, "interp")], N_REFERENCES, 0, solver).fit(X_train, y_train)
+        for where, solver in (("Line", None), ("Geodesic", record))
+    )
+    assert_allclose(geodesic.placement_.metrics_, line.placement_.metrics_)  # the same local metrics
+    queries = X_test[:3]
+    candidates, geodesic_sq = geodesic.local_distances(queries)
+    assert_array_equal(candidates, line.local_distances(queries)[0])  # the same shortlist
+    assert record.counts() == (3 * SHORTLIST, 0)
+    field = line.placement_.rbf_field()
+    points = X_train[candidates]
+    assert_allclose(geodesic_sq, distance(field, queries[:, None], points, rule="geodesic", squared=True), rtol=1e-5)
+    ratio = np.sqrt(geodesic_sq) / distance(field, queries[:, None], points, rule="line_length")
+    assert ratio.max() <= 1 + 1e-6 and ratio.min() < 0.99  # no longer than the straight segment, and shorter
 
 
 def test_figures_leave_the_backend_alone_and_label_everything():
