@@ -240,3 +240,21 @@ def test_a_foreign_field_type_stays_out_of_the_disk_cache(fields, tmp_path):
     )
     done = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0 and done.stdout.strip() == "True", done.stderr[-2000:]
+
+
+def test_compiled_solvers_keep_the_heap_intact(tmp_path):
+    """Log, Exp and segment terms on a new field each time, in a fresh process: the reference counts of the
+    capability's arrays stay balanced (a wrapper compiled without them once freed a field's arrays in use,
+    and the next field's solve aborted with a corrupted heap)."""
+    script = (
+        "import gc, numpy as np; from riemlocal import SmoothLocalField; "
+        "from riemlocal.numerics import EnergyLogSolver, integrate_geodesic; rng = np.random.default_rng(0)\n"
+        "for k in range(20):\n"
+        "    f = SmoothLocalField(np.eye(3), np.stack([np.diag([1.0, 2.0, 3.0])] * 3))\n"
+        "    EnergyLogSolver(f).solve(rng.normal(size=(3, 3)), rng.normal(size=(3, 3)))\n"
+        "    integrate_geodesic(f, rng.normal(size=(2, 3)), rng.normal(size=(2, 3)))\n"
+        "    f.segment_energy_terms(rng.normal(size=(2, 9, 3)), hessian=True); del f; gc.collect()\n"
+        "print('done')"
+    )
+    done = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0 and done.stdout.strip() == "done", done.stderr[-2000:]

@@ -89,25 +89,30 @@ def compiled_data(field, n_points, curves=False):
     return capability.data
 
 
-def _evaluator(name, doc):
+def _evaluator(name, parameters, doc):
+    """A generic evaluator ``name(parameters)``: the name compiled code calls, resolved by the type of ``data``."""
+
     def stub(*args):
         raise TypeError(f"{name} is called from compiled code only, with a capability's data")
 
     stub.__name__ = stub.__qualname__ = name
     stub.__doc__ = doc
+    stub.parameters = parameters
     return stub
 
 
-point_work = _evaluator("point_work", "Work arrays of the point evaluators of ``data``.")
-point_metric = _evaluator("point_metric", ":math:`M(x)` into ``metric``; False on failure.")
-acceleration = _evaluator("acceleration", "Geodesic acceleration at ``x`` with velocity ``v`` into ``out``; False on failure.")
-acceleration_derivative = _evaluator("acceleration_derivative", "Derivative of the acceleration along ``(dx, dv)`` into ``out``; False on failure.")
-curve_work = _evaluator("curve_work", "Work arrays of the curve evaluators for up to ``n_segments`` segments.")
-curve_terms = _evaluator("curve_terms", "Segment terms of a curve into ``terms`` ``(2, dim, N)``; False on failure.")
-curve_hessian = _evaluator("curve_hessian", "Hessian blocks of the last :func:`curve_terms` into ``blocks`` ``(3, dim, dim, N)``.")
-curve_trapezoid = _evaluator("curve_trapezoid", "Trapezoid energy of a curve; NaN on failure.")
-relative_scratch = _evaluator("relative_scratch", "Scratch arrays of :func:`relative_to`.")
-relative_to = _evaluator("relative_to", "``data`` in coordinates relative to ``origin``, in the arrays of ``scratch``.")
+point_work = _evaluator("point_work", "data", "Work arrays of the point evaluators of ``data``.")
+point_metric = _evaluator("point_metric", "data, x, metric, work", ":math:`M(x)` into ``metric``; False on failure.")
+acceleration = _evaluator("acceleration", "data, x, v, out, work", "Geodesic acceleration at ``x`` with velocity ``v`` into ``out``; False on failure.")
+acceleration_derivative = _evaluator(
+    "acceleration_derivative", "data, x, v, dx, dv, out, work", "Derivative of the acceleration along ``(dx, dv)`` into ``out``; False on failure."
+)
+curve_work = _evaluator("curve_work", "data, n_segments", "Work arrays of the curve evaluators for up to ``n_segments`` segments.")
+curve_terms = _evaluator("curve_terms", "data, curve, work, terms", "Segment terms of a curve into ``terms`` ``(2, dim, N)``; False on failure.")
+curve_hessian = _evaluator("curve_hessian", "data, n_segments, work, blocks", "Hessian blocks of the last :func:`curve_terms` into ``blocks`` ``(3, dim, dim, N)``.")
+curve_trapezoid = _evaluator("curve_trapezoid", "data, curve, work", "Trapezoid energy of a curve; NaN on failure.")
+relative_scratch = _evaluator("relative_scratch", "data", "Scratch arrays of :func:`relative_to`.")
+relative_to = _evaluator("relative_to", "data, origin, scratch", "``data`` in coordinates relative to ``origin``, in the arrays of ``scratch``.")
 
 EVALUATORS = {
     stub.__name__: stub
@@ -115,13 +120,17 @@ EVALUATORS = {
 }
 
 
-def _typer(data_type, implementation):
-    def typer(data, *args):
-        if isinstance(data, types.BaseNamedTuple) and data.instance_class is data_type:
-            return lambda data, *args: implementation(data, *args)
-        return None
-
-    return typer
+def _forward(stub, data_type, implementation):
+    """numba's typing of ``stub`` for ``data_type``: a call inlined into the caller, so the implementation runs
+    with its own compile options (the caller's reference counting, or none, is not imposed on a wrapper)."""
+    source = (
+        f"def typer({stub.parameters}):\n"
+        f"    if isinstance(data, BaseNamedTuple) and data.instance_class is data_type:\n"
+        f"        return lambda {stub.parameters}: implementation({stub.parameters})\n"
+    )
+    namespace = {"BaseNamedTuple": types.BaseNamedTuple, "data_type": data_type, "implementation": implementation}
+    exec(source, namespace)  # the typer must have the stub's parameter names
+    overload(stub, inline="always")(namespace["typer"])
 
 
 def register_evaluators(data_type, **evaluators):
@@ -129,7 +138,7 @@ def register_evaluators(data_type, **evaluators):
     if set(evaluators) != set(EVALUATORS):
         raise ValueError(f"evaluators must be exactly {sorted(EVALUATORS)}, got {sorted(evaluators)}")
     for name, stub in EVALUATORS.items():
-        overload(stub)(_typer(data_type, evaluators[name]))
+        _forward(stub, data_type, evaluators[name])
 
 
 @refcount_free
@@ -179,9 +188,9 @@ def segment_energy_terms(data, nodes, hessian):
     return out, _segment_terms_into(data, nodes, hessian, out, work, scratch, terms, blocks)
 
 
-@refcount_free
+@cached_njit
 def _segment_terms_into(data, nodes, hessian, out, work, scratch, terms, blocks):
-    """The loop of :func:`segment_energy_terms` into its arrays ``out``; False on failure."""
+    """The loop of :func:`segment_energy_terms` into its arrays ``out``; False on failure (counts references: ``relative_to`` returns arrays)."""
     n_curves, n_nodes, dim = nodes.shape
     n_segments = n_nodes - 1
     metric_v, gradient, hessian_x, mixed, hessian_v = out
