@@ -127,6 +127,9 @@ def _map_chunks(solve, a, b, chunk_size, n_jobs, verbose, description):
 class ODEExpSolver:
     """Exp and geodesics from an initial velocity, by Dormand--Prince 5(4) integration (a step size per geodesic).
 
+    The same integrator carries states along the geodesics (:meth:`integrate_with`:
+    parallel transport and Jacobi fields of :mod:`riemlocal.connection`).
+
     Parameters
     ----------
     field : MetricField
