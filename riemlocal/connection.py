@@ -202,22 +202,26 @@ def _along_geodesic(exp_solver, base_point, tangent_vec, riders, rider_rhs, time
     return carried.reshape(batch, len(times), m, k)
 
 
-def _on_geodesics(field, geodesic, riders):
-    """Validate named arrays ``(value, name)``: the geodesic's, flattened to ``(n, dim)``, and the riders', to ``(n, m, dim)``.
+def _on_geodesics(field, *named, riders=()):
+    """Validate named arrays ``(value, name)``: the geodesic's flattened to ``(n, dim)``, those named in ``riders`` to ``(n, m, dim)``.
 
     The riders along the trailing batch axes on which the geodesic's arrays are constant ride
-    one geodesic together (``m`` of them). Returns the batch shape and the arrays.
+    one geodesic together (``m`` of them). Returns the batch shape and the arrays, in order.
     """
     dim = _field(field).dim
-    shape, arrays = check_broadcast(dim, *geodesic, *riders)
-    own = np.broadcast_shapes(*(array.shape for array in arrays[: len(geodesic)]))
+    shape, arrays = check_broadcast(dim, *named)
+    carried = [name in riders for _, name in named]
+    own = np.broadcast_shapes(*(array.shape for array, rider in zip(arrays, carried) if not rider))
     own = (1,) * (len(shape) - len(own)) + own
     split = len(shape) - 1
     while split and own[split - 1] == 1:
         split -= 1
     n, m = math.prod(shape[:split]), math.prod(shape[split:-1])
-    paths = [np.broadcast_to(a, shape[:split] + own[split:]).reshape(n, dim) for a in arrays[: len(geodesic)]]
-    return shape[:-1], paths + [np.broadcast_to(a, shape).reshape(n, m, dim) for a in arrays[len(geodesic) :]]
+    path_shape = shape[:split] + own[split:]
+    return shape[:-1], [
+        np.broadcast_to(a, shape).reshape(n, m, dim) if rider else np.broadcast_to(a, path_shape).reshape(n, dim)
+        for a, rider in zip(arrays, carried)
+    ]
 
 
 def parallel_transport(field, tangent_vec, base_point, direction, exp_solver=None):
@@ -228,7 +232,9 @@ def parallel_transport(field, tangent_vec, base_point, direction, exp_solver=Non
     a tangent vector at :math:`\mathrm{Exp}_x(\text{direction})`, shape ``(..., dim)``.
     The transport is an isometry: :math:`\langle V(1), W(1)\rangle_{c(1)} = \langle V, W\rangle_x`.
     """
-    batch, (x, d, v) = _on_geodesics(field, [(base_point, "base_point"), (direction, "direction")], [(tangent_vec, "tangent_vec")])
+    batch, (v, x, d) = _on_geodesics(
+        field, (tangent_vec, "tangent_vec"), (base_point, "base_point"), (direction, "direction"), riders=("tangent_vec",)
+    )
 
     def transport(x, velocity, carried):
         return -christoffel_product(field, velocity, carried, x)
@@ -278,8 +284,11 @@ def jacobi_field(field, tangent_vec, base_point, initial_value, initial_derivati
     times = _times(t)
     batch, (v, x, j0, dj0) = _on_geodesics(
         field,
-        [(tangent_vec, "tangent_vec"), (base_point, "base_point")],
-        [(initial_value, "initial_value"), (initial_derivative, "initial_derivative")],
+        (tangent_vec, "tangent_vec"),
+        (base_point, "base_point"),
+        (initial_value, "initial_value"),
+        (initial_derivative, "initial_derivative"),
+        riders=("initial_value", "initial_derivative"),
     )
     riders = np.concatenate([j0, dj0], axis=-1)
     result = _along_geodesic(_exp_solver(field, exp_solver), x, v, riders, _variation(field), times)[..., : field.dim]
@@ -300,7 +309,7 @@ def exp_differential(field, tangent_vec, base_point, exp_solver=None):
     d_tangent_vec, d_base_point : ndarray of shape (..., dim, dim)
         ``[..., a, b]`` = :math:`\partial\, \mathrm{Exp}_a / \partial v_b`, resp. :math:`\partial x_b`.
     """
-    batch, (v, x) = _on_geodesics(field, [(tangent_vec, "tangent_vec"), (base_point, "base_point")], [])
+    batch, (v, x) = _on_geodesics(field, (tangent_vec, "tangent_vec"), (base_point, "base_point"))
     dim = field.dim
     identity = np.eye(dim)
     starts = np.concatenate([np.hstack([np.zeros((dim, dim)), identity]), np.hstack([identity, np.zeros((dim, dim))])])
