@@ -10,7 +10,9 @@ geomstats' (``Connection`` / ``RiemannianMetric``).
   :math:`R(X, Y)Z = \nabla_X \nabla_Y Z - \nabla_Y \nabla_X Z - \nabla_{[X, Y]} Z`,
   Ricci, scalar and sectional curvature.
 * **Parallel transport** along a geodesic: :math:`V' = -\Gamma(c', V)`,
-  integrated together with :math:`c'' = -\Gamma(c', c')`.
+  integrated together with :math:`c'' = -\Gamma(c', c')` by the Exp solver
+  (:meth:`~riemlocal.numerics.ODEExpSolver.integrate_with`: a space's
+  ``exp_solver``, else ``ODEExpSolver(field, rtol=INTEGRATION_RTOL)``).
 * **Jacobi fields** and the **differential of Exp**: the variational equation
   :math:`\delta x' = \delta v`, :math:`\delta v' = -(\partial_{\delta x}\Gamma)(v, v) - 2\Gamma(v, \delta v)`
   along the geodesic, from the field's fused
@@ -21,12 +23,13 @@ References: do Carmo, *Riemannian Geometry*, ch. 4--5; Fletcher, *Geodesic
 regression and the theory of least squares on Riemannian manifolds*, IJCV 2013.
 """
 
+import math
+
 import numpy as np
-from scipy.integrate import solve_ivp
 
 from .fields import MetricField
-from .numerics import INTEGRATION_RTOL, integration_tolerances
-from .utils.validation import broadcast_flat, check_points
+from .numerics import INTEGRATION_RTOL, ODEExpSolver
+from .utils.validation import check_broadcast, check_points
 
 __all__ = [
     "christoffels",
@@ -173,54 +176,71 @@ def _times(t):
     return times
 
 
-def _along_geodesic(field, base_point, tangent_vec, riders, rider_rhs, times, rtol, atol):
-    r"""Integrate the geodesic :math:`(x, v)` of ``(batch, dim)`` together with ``riders`` ``(batch, m, dim)``.
+def _exp_solver(field, exp_solver):
+    """``exp_solver``, checked, else the default ``ODEExpSolver(field, rtol=INTEGRATION_RTOL)``."""
+    if exp_solver is None:
+        return ODEExpSolver(_field(field), rtol=INTEGRATION_RTOL)
+    if not callable(getattr(exp_solver, "integrate_with", None)):
+        raise TypeError(f"exp_solver must have an integrate_with method (an ODEExpSolver), got {type(exp_solver).__name__}")
+    return exp_solver
+
+
+def _along_geodesic(exp_solver, base_point, tangent_vec, riders, rider_rhs, times):
+    r"""Integrate the geodesic :math:`(x, v)` of ``(batch, dim)`` together with ``riders`` ``(batch, m, k)``.
 
     ``rider_rhs(x, v, riders)`` is the riders' derivative, with ``x``, ``v``
-    repeated ``m`` times to ``(batch * m, dim)`` and ``riders`` flattened alike.
-    Returns the riders at ``times``, shape ``(batch, len(times), m, dim)``.
+    repeated ``m`` times to ``(rows * m, dim)`` and ``riders`` ``(rows * m, k)``.
+    Returns the riders at ``times``, shape ``(batch, len(times), m, k)``.
     """
-    rtol, atol = integration_tolerances(rtol, atol)
-    batch, dim = base_point.shape
-    m = riders.shape[1]
-    unique, position = np.unique(times, return_inverse=True)
-    if unique.max(initial=0.0) <= 0.0:
-        return np.broadcast_to(riders[:, None], (batch, len(times)) + riders.shape[1:]).copy()
-    sizes = np.cumsum([0, batch * dim, batch * dim, riders.size])
+    batch, m, k = riders.shape
 
-    def rhs(_, state):
-        x, v = state[: sizes[1]].reshape(batch, dim), state[sizes[1] : sizes[2]].reshape(batch, dim)
-        carried = state[sizes[2] :].reshape(batch * m, -1)
-        repeated_x, repeated_v = np.repeat(x, m, axis=0), np.repeat(v, m, axis=0)
-        return np.concatenate([v.ravel(), field.geodesic_acceleration(v, x).ravel(), rider_rhs(repeated_x, repeated_v, carried).ravel()])
+    def flat_rhs(x, v, carried):
+        repeated = np.repeat(x, m, axis=0), np.repeat(v, m, axis=0)
+        return rider_rhs(*repeated, carried.reshape(-1, k)).reshape(len(x), m * k)
 
-    state0 = np.concatenate([base_point.ravel(), tangent_vec.ravel(), riders.ravel()])
-    solution = solve_ivp(rhs, (0.0, float(unique.max())), state0, method="DOP853", t_eval=unique, rtol=rtol, atol=atol)
-    if solution.status != 0:
-        raise RuntimeError(f"integration along the geodesic failed: {solution.message}")
-    carried = solution.y[sizes[2] :].reshape(riders.shape + (len(unique),))
-    return np.moveaxis(carried, -1, 1)[:, position]
+    carried = exp_solver.integrate_with(flat_rhs, tangent_vec, base_point, riders.reshape(batch, m * k), times)
+    return carried.reshape(batch, len(times), m, k)
 
 
-def _flat_batch(field, *arrays_and_names):
-    return broadcast_flat(_field(field).dim, *arrays_and_names)
+def _on_geodesics(field, *named, riders=()):
+    """Validate named arrays ``(value, name)``: the geodesic's flattened to ``(n, dim)``, those named in ``riders`` to ``(n, m, dim)``.
+
+    The riders along the trailing batch axes on which the geodesic's arrays are constant ride
+    one geodesic together (``m`` of them). Returns the batch shape and the arrays, in order.
+    """
+    dim = _field(field).dim
+    shape, arrays = check_broadcast(dim, *named)
+    carried = [name in riders for _, name in named]
+    own = np.broadcast_shapes(*(array.shape for array, rider in zip(arrays, carried) if not rider))
+    own = (1,) * (len(shape) - len(own)) + own
+    split = len(shape) - 1
+    while split and own[split - 1] == 1:
+        split -= 1
+    n, m = math.prod(shape[:split]), math.prod(shape[split:-1])
+    path_shape = shape[:split] + own[split:]
+    return shape[:-1], [
+        np.broadcast_to(a, shape).reshape(n, m, dim) if rider else np.broadcast_to(a, path_shape).reshape(n, dim)
+        for a, rider in zip(arrays, carried)
+    ]
 
 
-def parallel_transport(field, tangent_vec, base_point, direction, rtol=INTEGRATION_RTOL, atol=None):
+def parallel_transport(field, tangent_vec, base_point, direction, exp_solver=None):
     r"""Parallel transport of ``tangent_vec`` along :math:`t \mapsto \mathrm{Exp}_x(t\, \text{direction})`, :math:`t \in [0, 1]`.
 
     Integrates :math:`V' = -\Gamma(c', V)` together with the geodesic
-    (Dormand--Prince, tolerances ``rtol``, ``atol``: see :func:`jacobi_field`); returns :math:`V(1)`,
+    (by ``exp_solver``: see :func:`jacobi_field`); returns :math:`V(1)`,
     a tangent vector at :math:`\mathrm{Exp}_x(\text{direction})`, shape ``(..., dim)``.
     The transport is an isometry: :math:`\langle V(1), W(1)\rangle_{c(1)} = \langle V, W\rangle_x`.
     """
-    batch, (v, x, d) = _flat_batch(field, (tangent_vec, "tangent_vec"), (base_point, "base_point"), (direction, "direction"))
+    batch, (v, x, d) = _on_geodesics(
+        field, (tangent_vec, "tangent_vec"), (base_point, "base_point"), (direction, "direction"), riders=("tangent_vec",)
+    )
 
     def transport(x, velocity, carried):
         return -christoffel_product(field, velocity, carried, x)
 
-    result = _along_geodesic(field, x, d, v[:, None], transport, np.ones(1), rtol, atol)
-    return result[:, 0, 0].reshape(batch + (field.dim,))
+    result = _along_geodesic(_exp_solver(field, exp_solver), x, d, v, transport, np.ones(1))
+    return result[:, 0].reshape(batch + (field.dim,))
 
 
 def _variation(field):
@@ -233,7 +253,7 @@ def _variation(field):
     return rhs
 
 
-def jacobi_field(field, tangent_vec, base_point, initial_value, initial_derivative, t=1.0, rtol=INTEGRATION_RTOL, atol=None):
+def jacobi_field(field, tangent_vec, base_point, initial_value, initial_derivative, t=1.0, exp_solver=None):
     r"""Jacobi field :math:`J(t)` along the geodesic :math:`c(t) = \mathrm{Exp}_x(t v)`.
 
     Solves the variational (Jacobi) equation, the linearization of
@@ -250,48 +270,50 @@ def jacobi_field(field, tangent_vec, base_point, initial_value, initial_derivati
     ----------
     field : MetricField
     tangent_vec, base_point, initial_value, initial_derivative : array-like of shape (..., dim)
+        Broadcast together; the fields along trailing batch axes on which ``tangent_vec``
+        and ``base_point`` are constant (e.g. shapes ``(n, 1, dim)`` and ``(n, k, dim)``) share one geodesic.
     t : float or array-like of shape (n_times,), default=1.0
-    rtol, atol : float
-        Tolerances of the Dormand--Prince integrator; default
-        :data:`~riemlocal.numerics.INTEGRATION_RTOL` and (``None``) ``rtol *``
-        :data:`~riemlocal.numerics.EXP_ATOL_FACTOR`, as for the Exp solver.
+    exp_solver : ODEExpSolver, default=None
+        Integrates the geodesic and the field together (:meth:`~riemlocal.numerics.ODEExpSolver.integrate_with`,
+        at its tolerances); ``None``: ``ODEExpSolver(field, rtol=INTEGRATION_RTOL)``.
 
     Returns
     -------
     ndarray of shape (..., dim) for a scalar ``t``, else (..., n_times, dim)
     """
     times = _times(t)
-    batch, (v, x, j0, dj0) = _flat_batch(
+    batch, (v, x, j0, dj0) = _on_geodesics(
         field,
         (tangent_vec, "tangent_vec"),
         (base_point, "base_point"),
         (initial_value, "initial_value"),
         (initial_derivative, "initial_derivative"),
+        riders=("initial_value", "initial_derivative"),
     )
-    riders = np.concatenate([j0, dj0], axis=-1)[:, None]
-    result = _along_geodesic(field, x, v, riders, _variation(field), times, rtol, atol)[:, :, 0, : field.dim]
-    result = result.reshape(batch + (len(times), field.dim))
+    riders = np.concatenate([j0, dj0], axis=-1)
+    result = _along_geodesic(_exp_solver(field, exp_solver), x, v, riders, _variation(field), times)[..., : field.dim]
+    result = np.moveaxis(result, 1, 2).reshape(batch + (len(times), field.dim))  # [geodesic, rider, time, :]
     return result[..., 0, :] if np.ndim(t) == 0 else result
 
 
-def exp_differential(field, tangent_vec, base_point, rtol=INTEGRATION_RTOL, atol=None):
+def exp_differential(field, tangent_vec, base_point, exp_solver=None):
     r"""Jacobians of :math:`\mathrm{Exp}_x(v)` with respect to :math:`v` and to :math:`x`.
 
     Column :math:`b` of :math:`\partial \mathrm{Exp} / \partial v` is the Jacobi
     field at :math:`t = 1` with :math:`J(0) = 0`, :math:`J'(0) = e_b`; of
     :math:`\partial \mathrm{Exp} / \partial x` the one with :math:`J(0) = e_b`,
-    :math:`J'(0) = 0` (all :math:`2D` fields integrated in one system).
+    :math:`J'(0) = 0` (all :math:`2D` fields integrated in one system by ``exp_solver``: see :func:`jacobi_field`).
 
     Returns
     -------
     d_tangent_vec, d_base_point : ndarray of shape (..., dim, dim)
         ``[..., a, b]`` = :math:`\partial\, \mathrm{Exp}_a / \partial v_b`, resp. :math:`\partial x_b`.
     """
-    batch, (v, x) = _flat_batch(field, (tangent_vec, "tangent_vec"), (base_point, "base_point"))
+    batch, (v, x) = _on_geodesics(field, (tangent_vec, "tangent_vec"), (base_point, "base_point"))
     dim = field.dim
     identity = np.eye(dim)
     starts = np.concatenate([np.hstack([np.zeros((dim, dim)), identity]), np.hstack([identity, np.zeros((dim, dim))])])
     riders = np.broadcast_to(starts, (len(x), 2 * dim, 2 * dim))
-    columns = _along_geodesic(field, x, v, riders, _variation(field), np.ones(1), rtol, atol)[:, 0, :, :dim]
+    columns = _along_geodesic(_exp_solver(field, exp_solver), x, v, riders, _variation(field), np.ones(1))[:, 0, :, :dim]
     jacobians = np.swapaxes(columns, -1, -2)  # [n, a, column]
     return jacobians[..., :dim].reshape(batch + (dim, dim)), jacobians[..., dim:].reshape(batch + (dim, dim))

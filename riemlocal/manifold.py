@@ -154,7 +154,7 @@ class LearnedMetric(RiemannianMetric):
         return lambda t: path(check_points(t, name="t", min_ndim=0))
 
     # -- the connection (riemlocal.connection): curvature, transport, Jacobi fields ---------------
-    # (the ODEs run at the Exp solver's tolerances, ``exp_solver.tolerances``)
+    # (the ODEs are integrated by the Exp solver, ``exp_solver.integrate_with``)
     def riemann_tensor(self, base_point=None):
         r"""Riemann tensor :math:`R^l_{ijk}` at ``[..., i, j, k, l]`` (geomstats' order; :func:`riemlocal.connection.riemann_tensor`)."""
         return riemann_tensor(self.field, base_point)
@@ -185,17 +185,15 @@ class LearnedMetric(RiemannianMetric):
             raise ValueError("give exactly one of direction and end_point")
         if direction is None:
             direction = self.log(end_point, base_point)
-        return parallel_transport(self.field, tangent_vec, base_point, direction, *self.exp_solver.tolerances)
+        return parallel_transport(self.field, tangent_vec, base_point, direction, self.exp_solver)
 
     def jacobi_field(self, tangent_vec, base_point, initial_value, initial_derivative, t=1.0):
         r"""Jacobi field along :math:`\mathrm{Exp}_x(t v)` (:func:`riemlocal.connection.jacobi_field`)."""
-        return jacobi_field(
-            self.field, tangent_vec, base_point, initial_value, initial_derivative, t, *self.exp_solver.tolerances
-        )
+        return jacobi_field(self.field, tangent_vec, base_point, initial_value, initial_derivative, t, self.exp_solver)
 
     def exp_differential(self, tangent_vec, base_point):
         """Jacobians of Exp in the tangent vector and in the base point (:func:`riemlocal.connection.exp_differential`)."""
-        return exp_differential(self.field, tangent_vec, base_point, *self.exp_solver.tolerances)
+        return exp_differential(self.field, tangent_vec, base_point, self.exp_solver)
 
     # -- validated inner products (geomstats' check neither shape nor finiteness) ---
     def _tangent_vectors(self, base_point, **vectors):

@@ -8,6 +8,7 @@ from numpy.testing import assert_allclose
 from riemlocal import connection
 from riemlocal.fields import ConstantField, MetricField, RBFLocalField, SmoothLocalField
 from riemlocal.geodesics import integrate_geodesic
+from riemlocal.numerics import INTEGRATION_RTOL, ODEExpSolver
 
 
 class ConformalField(MetricField):
@@ -249,6 +250,38 @@ def test_jacobi_field_on_the_sphere_is_sin(rng):
     assert_allclose(batch[1], 2 * batch[0], atol=1e-9)
 
 
+class _Recording(ODEExpSolver):
+    """An Exp solver that records the riders it integrates."""
+
+    def integrate_with(self, rider_rhs, tangent_vec, base_point, riders, t_eval=(1.0,)):
+        self.riders = getattr(self, "riders", []) + [riders.shape]
+        return super().integrate_with(rider_rhs, tangent_vec, base_point, riders, t_eval)
+
+
+def test_fields_sharing_a_geodesic_ride_one_integration(rng):
+    field = _random_smooth(rng)
+    x, v = rng.normal(size=(2, 3, 3))
+    initial = rng.normal(size=(3, 2, 2, 3))  # [geodesic, field, (J(0), J'(0)), :]
+    solver = _Recording(field, rtol=INTEGRATION_RTOL)
+    together = connection.jacobi_field(field, v[:, None], x[:, None], initial[:, :, 0], initial[:, :, 1], [0.5, 1.0], solver)
+    transported = connection.parallel_transport(field, initial[:, :, 0], x[:, None], v[:, None], solver)
+    assert solver.riders == [(3, 2 * 6), (3, 2 * 3)]  # 3 geodesics, each with its 2 fields
+    for i in range(3):
+        for k in range(2):
+            alone = connection.jacobi_field(field, v[i], x[i], initial[i, k, 0], initial[i, k, 1], [0.5, 1.0])
+            assert_allclose(together[i, k], alone, rtol=1e-8, atol=1e-10)
+            assert_allclose(transported[i, k], connection.parallel_transport(field, initial[i, k, 0], x[i], v[i]), rtol=1e-8)
+    assert np.abs(together[:, 0] - together[:, 1]).min() > 1e-2
+
+
+def test_a_geodesic_does_not_depend_on_its_batch_mates(rng):
+    """Each geodesic has its own steps (Dormand--Prince per row): batched and alone agree to rounding."""
+    field = _random_smooth(rng)
+    x, v, w = rng.normal(size=(3, 4, 3))
+    batch = connection.jacobi_field(field, v * [[1.0], [2.0], [0.3], [1.5]], x, np.zeros(3), w)
+    assert_allclose(batch[0], connection.jacobi_field(field, v[0], x[0], np.zeros(3), w[0]), rtol=1e-13)
+
+
 def test_bad_input(rng):
     field = _random_smooth(rng)
     with pytest.raises(ValueError, match="base_point must have last axis"):
@@ -257,3 +290,5 @@ def test_bad_input(rng):
         connection.scalar_curvature("sphere", np.zeros(3))
     with pytest.raises(ValueError, match="t must be"):
         connection.jacobi_field(field, np.ones(3), np.zeros(3), np.zeros(3), np.ones(3), t=-1.0)
+    with pytest.raises(TypeError, match="exp_solver must have an integrate_with method"):
+        connection.parallel_transport(field, np.ones(3), np.zeros(3), np.ones(3), exp_solver=object())

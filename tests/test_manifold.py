@@ -12,9 +12,9 @@ from scipy.integrate import solve_ivp
 from sklearn.exceptions import ConvergenceWarning
 
 from helpers import random_field_3d
-from riemlocal import ConstantField, LearnedMetricManifold, MetricField, NearestLocalField, SmoothLocalField
+from riemlocal import ConstantField, LearnedMetricManifold, MetricField, NearestLocalField, SmoothLocalField, connection
 from riemlocal.geodesics import curve_energy, laplacian_inverse_sqrt, solve_boundary_value
-from riemlocal.numerics import EnergyLogSolver
+from riemlocal.numerics import EnergyLogSolver, ODEExpSolver
 
 
 class HalfSpace(MetricField):
@@ -271,6 +271,30 @@ def test_agrees_with_geomstats_solvers(two_metric_space):
     v, theirs = np.array([1.0, -2.0]), space.metric.exp(np.array([1.0, -2.0]), x)
     np.testing.assert_allclose(ours.exp(v, x), theirs, rtol=1e-6)  # the default rtol
     np.testing.assert_allclose(LearnedMetricManifold(field, rtol=1e-9).metric.exp(v, x), theirs, rtol=1e-9)
+
+
+def test_transport_and_jacobi_fields_are_integrated_by_the_exp_solver(two_metric_space):
+    """A replaced ``exp_solver`` (here counting, at a tighter rtol than the space's) is the integrator they use."""
+    field = two_metric_space.field
+
+    class Counting(ODEExpSolver):
+        calls = 0
+
+        def integrate_with(self, *args):
+            Counting.calls += 1
+            return super().integrate_with(*args)
+
+    space = LearnedMetricManifold(field)  # rtol=1e-6
+    space.metric.exp_solver = Counting(field, rtol=1e-11)
+    v, x, w = np.array([1.5, 1.0]), np.array([1.0, 3.0]), np.array([-0.5, 1.0])
+    precise = ODEExpSolver(field, rtol=1e-11)
+    np.testing.assert_array_equal(space.metric.parallel_transport(w, x, direction=v), connection.parallel_transport(field, w, x, v, precise))
+    jacobi = space.metric.jacobi_field(v, x, np.zeros(2), w)
+    np.testing.assert_array_equal(jacobi, connection.jacobi_field(field, v, x, np.zeros(2), w, exp_solver=precise))
+    np.testing.assert_array_equal(space.metric.exp_differential(v, x), connection.exp_differential(field, v, x, precise))
+    assert Counting.calls == 3
+    loose = LearnedMetricManifold(field).metric.jacobi_field(v, x, np.zeros(2), w)  # the space's own solver, rtol=1e-6
+    assert 1e-10 < np.abs(loose - jacobi).max() < 1e-4
 
 
 def test_non_convergence_warns_with_residual(random_space):

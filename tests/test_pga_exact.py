@@ -8,7 +8,7 @@ from numpy.testing import assert_allclose
 from sklearn.exceptions import ConvergenceWarning
 
 from riemlocal.fields import ConstantField, SmoothLocalField
-from riemlocal.learning import PrincipalGeodesicAnalysis
+from riemlocal.learning import PrincipalGeodesicAnalysis, _tangent
 from riemlocal.manifold import LearnedMetricManifold
 
 
@@ -90,3 +90,14 @@ def test_exact_pga_warns_with_the_gradient_norm(curved):
     with pytest.warns(ConvergenceWarning, match="variance gradient norm"):
         early = PrincipalGeodesicAnalysis(space, n_components=1, method="exact", mean=exact.mean_, max_iter=1).fit(X)
     assert not early.converged_ and early.direction_n_iter_[0] <= 1
+
+
+def test_exp_derivative_is_the_differential_of_exp_along_the_directions(curved):
+    space, X, _ = curved
+    directions, vectors = np.array([[1.0, 0.5], [-0.3, 1.0], [0.2, 0.2]]), 0.5 * X[:4]
+    initial = np.random.default_rng(1).normal(size=(4, 2))
+    for base in (np.zeros(2), X[4:8]):  # one base point, and one per vector
+        d_v, _ = space.metric.exp_differential(vectors, base)
+        assert_allclose(_tangent.exp_derivative(space, vectors, base, directions), d_v @ directions.T, rtol=1e-5, atol=1e-6)
+        assert_allclose(_tangent.jacobi_end(space, vectors, base, initial), np.einsum("nij,nj->ni", d_v, initial), rtol=1e-5, atol=1e-6)
+    assert np.abs(d_v - np.eye(2)).max() > 1e-2

@@ -125,22 +125,24 @@ def exp_differential(space, tangent_vecs, base_points, n_jobs=None):
 def exp_derivative(space, tangent_vecs, base_point, directions, n_jobs=None):
     r""":math:`\partial_v \mathrm{Exp}_b(v_i)\, e_k` for ``tangent_vecs`` (n, D), one ``base_point`` and ``directions`` (K, D).
 
-    Jacobi fields with :math:`J(0) = 0`, :math:`J'(0) = e_k` (``space.metric.jacobi_field``); shape (n, D, K).
+    Jacobi fields with :math:`J(0) = 0`, :math:`J'(0) = e_k` (``space.metric.jacobi_field``), the K of
+    a geodesic integrated with it; shape (n, D, K).
     """
     n_samples, n_directions = len(tangent_vecs), len(directions)
-    vectors = np.repeat(tangent_vecs, n_directions, axis=0)
-    fields = jacobi_end(space, vectors, base_point, np.tile(directions, (n_samples, 1)), n_jobs)
-    return fields.reshape(n_samples, n_directions, -1).transpose(0, 2, 1)
+    fields = jacobi_end(space, tangent_vecs, base_point, np.broadcast_to(directions, (n_samples,) + np.shape(directions)), n_jobs)
+    return fields.transpose(0, 2, 1)
 
 
 def jacobi_end(space, tangent_vecs, base_point, initial_derivatives, n_jobs=None):
     r""":math:`J(1)` of the Jacobi fields with :math:`J(0) = 0`, :math:`J'(0) = w_i` along :math:`\mathrm{Exp}_{b}(t v_i)`, shape (n, D).
 
-    One ``base_point`` (D,) or one per vector (n, D).
+    One ``base_point`` (D,) or one per vector (n, D). ``initial_derivatives`` of shape (n, K, D):
+    K fields along each geodesic, which ride one integration of it; then shape (n, K, D).
     """
 
     def jacobi(v, w, b):
-        return space.metric.jacobi_field(v, b, np.zeros_like(v), w)
+        shared = (len(v),) + (1,) * (w.ndim - 2) + v.shape[1:]  # the geodesic's shape: constant along the K fields
+        return space.metric.jacobi_field(v.reshape(shared), b if b.ndim == 1 else b.reshape(shared), np.zeros_like(w), w)
 
     if np.ndim(base_point) == 1:
         return _map(jacobi, [tangent_vecs, initial_derivatives], [base_point], n_jobs)

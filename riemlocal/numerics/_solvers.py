@@ -126,6 +126,9 @@ def _map_chunks(solve, a, b, chunk_size, n_jobs, verbose, description):
 class ODEExpSolver:
     """Exp and geodesics from an initial velocity, by Dormand--Prince 5(4) integration (a step size per geodesic).
 
+    The same integrator carries states along the geodesics (:meth:`integrate_with`:
+    parallel transport and Jacobi fields of :mod:`riemlocal.connection`).
+
     Parameters
     ----------
     field : MetricField
@@ -189,6 +192,43 @@ class ODEExpSolver:
             return self._integrate(v, x, t).reshape(shape + (len(t), self.field.dim))
 
         return path
+
+    def integrate_with(self, rider_rhs, tangent_vec, base_point, riders, t_eval=(1.0,)):
+        r"""Integrate geodesics together with riders, states carried along them (parallel transport, Jacobi fields).
+
+        Each row ``[x, v, r]`` (a geodesic and its riders) is one problem of
+        :func:`~riemlocal.numerics.dormand_prince` at :attr:`tolerances`, with its own
+        step size; rows are batched in chunks of ``chunk_size`` (workers: ``n_jobs``).
+
+        Parameters
+        ----------
+        rider_rhs : callable
+            ``rider_rhs(x, v, r)`` -> :math:`r'`, for validated rows ``(k, dim)``, ``(k, dim)`` and ``(k, n_riders)``.
+        tangent_vec, base_point : ndarray of shape (batch, dim)
+        riders : ndarray of shape (batch, n_riders)
+            Initial riders.
+        t_eval : sequence of float
+            Times (>= 0) at which to return the riders.
+
+        Returns
+        -------
+        ndarray of shape (batch, len(t_eval), n_riders)
+        """
+        self._check()
+        dim = self.field.dim
+        times, position = np.unique(np.asarray(t_eval, dtype=float), return_inverse=True)
+
+        def rhs(state):
+            x, v = state[:, :dim], state[:, dim : 2 * dim]
+            return np.concatenate([v, self.field.geodesic_acceleration(v, x), rider_rhs(x, v, state[:, 2 * dim :])], axis=1)
+
+        def solve(x, velocity_and_riders):
+            states = dormand_prince(rhs, np.concatenate([x, velocity_and_riders], axis=1), times, *self.tolerances)
+            return (states[:, position, 2 * dim :],)
+
+        initial = np.concatenate([tangent_vec, riders], axis=1)
+        (carried,) = _map_chunks(solve, base_point, initial, self.chunk_size, self.n_jobs, self.verbose, "along geodesics")
+        return carried
 
 
 @dataclass
