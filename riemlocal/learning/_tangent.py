@@ -128,7 +128,7 @@ def exp_derivative(space, tangent_vecs, base_point, directions, n_jobs=None):
     Jacobi fields with :math:`J(0) = 0`, :math:`J'(0) = e_k` (``space.metric.jacobi_field``), the K of
     a geodesic integrated with it; shape (n, D, K).
     """
-    n_samples, n_directions = len(tangent_vecs), len(directions)
+    n_samples = len(tangent_vecs)
     fields = jacobi_end(space, tangent_vecs, base_point, np.broadcast_to(directions, (n_samples,) + np.shape(directions)), n_jobs)
     return fields.transpose(0, 2, 1)
 
