@@ -139,13 +139,15 @@ def test_hard_pairs_take_the_shorter_route(seed, x, y, straight_start, global_ro
 
 # pairs of benchmarks/bench_hard_geometry.py (its field generator, here inline), with the length of the
 # independent reference curve (lattice of 241 x 241 nodes refined at 512 nodes): the straight start alone
-# certified 11.567 (+23%), 21.710 (+5.8%), 5.636 (+4.6%) and 4.0384 (+43%: a short pair whose answer was
-# certified at 64 segments, so that only the cheap lattice check of a sharp 2-D field finds the detour)
+# certified 11.567 (+23%), 21.710 (+5.8%), 5.636 (+4.6%), 4.0384 (+43%) and 7.8165 (+1.8%); the last two were
+# certified at 64 segments, so that only the cheap lattice check of a 2-D field finds the detour (the last one on a
+# field of sharpness 0.46, where a 17 x 17 lattice still found the longer route and 33 x 33 finds the shorter)
 BENCHMARK_PAIRS = [
     (1000.0, 2.0, [0, 2, 1000, 20, 0], [-0.634907, -1.529785], [1.205394, 0.253351], 9.4191058),
     (1000.0, 1.0, [0, 2, 1000, 10, 0], [-0.943936, -1.386419], [1.897607, 0.008773], 20.52479919),
     (100.0, 2.0, [0, 2, 100, 20, 1], [-1.644059, 0.36653], [0.4136, 0.016578], 5.39057369),
     (100.0, 2.0, [1, 2, 100, 20, 1], [-0.368406, 1.48028], [-0.583845, 1.964098], 2.82436872),
+    (1000.0, 0.5, [0, 2, 1000, 5, 1], [-0.09654, 0.132823], [-0.55494, 1.739421], 7.67725806),
 ]
 
 

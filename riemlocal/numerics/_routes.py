@@ -19,19 +19,23 @@ from scipy.sparse.csgraph import dijkstra
 
 from ._energy import polyline_length
 
-__all__ = ["LATTICE_NODES", "CHECK_LATTICE_NODES", "SHARP_BLEND", "WAYPOINTS", "detour_routes", "lattice_routes", "resample", "sharp_blend"]
+__all__ = ["LATTICE_NODES", "CHECK_LATTICE_NODES", "SHARP_BLEND", "CHECK_BLEND", "WAYPOINTS", "blend_sharpness", "detour_routes", "lattice_routes", "resample", "sharp_blend"]
 
 #: nodes per side of the lattice of :func:`lattice_routes`, and its neighbours: the 16 directions of steps
 #: (1, 0), (1, 1), (1, 2) and their symmetries (angles within 13 degrees of any direction)
 LATTICE_NODES = 65
 #: ... of the coarse lattice that checks every pair of a sharp two-dimensional field
-CHECK_LATTICE_NODES = 17
+CHECK_LATTICE_NODES = 33
 _STEPS = ((0, 1), (1, 0), (1, 1), (1, -1), (1, 2), (2, 1), (1, -2), (2, -1))
 
 
 #: a field is sharp when, between some center and its nearest center, more than this fraction of the change
 #: of :math:`\log u^T M u` (u their direction) happens within one sixteenth of the way (:func:`sharp_blend`)
 SHARP_BLEND = 0.5
+#: ... the cheap lattice check of every pair of a two-dimensional field runs above this sharpness (the smooth
+#: blends of ``benchmarks/bench_geodesics.py`` are at 0.11--0.19; a field of ``benchmarks/bench_hard_geometry.py``
+#: at 0.46 had a pair certified 1.8% above its shortest route)
+CHECK_BLEND = 0.3
 #: ... and when that sixteenth changes :math:`\log u^T M u` by more than this (the speed by about 10%)
 SHARP_CHANGE = 0.1
 _PROBES = 16
@@ -41,19 +45,24 @@ WAYPOINTS = 8
 
 
 def sharp_blend(field):
-    """Whether the field's metric changes abruptly between its centers (``field.centers``; none: ``False``).
+    """Whether the field's metric changes abruptly between its centers: :func:`blend_sharpness` above ``SHARP_BLEND``."""
+    return blend_sharpness(field) > SHARP_BLEND
+
+
+def blend_sharpness(field):
+    """How abruptly the field's metric changes between its centers (``field.centers``; none: 0), in [0, 1].
 
     On the segment from each center to its nearest center, ``log u^T M u`` (``u`` the
-    segment's direction) is sampled at 17 points; the field is sharp when the largest
-    of the 16 changes exceeds ``SHARP_BLEND`` times their sum, and ``SHARP_CHANGE``, on some
-    segment (a negligible change is not a sharp one, however abrupt). Nearly
-    piecewise-constant blends (sparse centers, large ``rho`` or condition) are sharp, at
+    segment's direction) is sampled at 17 points; the sharpness is the largest, over the
+    segments whose largest change exceeds ``SHARP_CHANGE`` (a negligible change is not a
+    sharp one, however abrupt), of the largest of the 16 changes over their sum. Nearly
+    piecewise-constant blends (sparse centers, large ``rho`` or condition) are at
     0.55--1.0 on the fields of ``benchmarks/bench_hard_geometry.py`` at D = 5 and 10;
     the smooth blends of ``benchmarks/bench_geodesics.py`` are at 0.11--0.28.
     """
     centers = getattr(field, "centers", None)
     if centers is None or len(centers) < 2:
-        return False
+        return 0.0
     gaps = np.linalg.norm(centers[:, None] - centers[None], axis=-1)
     np.fill_diagonal(gaps, np.inf)
     direction = centers[gaps.argmin(axis=1)] - centers
@@ -62,7 +71,7 @@ def sharp_blend(field):
     speed = np.log(np.einsum("rkd,rkd->rk", directions, field.metric_vector_product(directions, points)))
     change = np.abs(np.diff(speed, axis=1))
     largest = change.max(axis=1)
-    return bool(np.any((largest > SHARP_BLEND * change.sum(axis=1)) & (largest > SHARP_CHANGE)))
+    return float(np.max(np.divide(largest, change.sum(axis=1), out=np.zeros_like(largest), where=largest > SHARP_CHANGE)))
 
 
 def lattice_routes(field, base_point, point, n_nodes=LATTICE_NODES):

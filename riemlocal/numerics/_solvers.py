@@ -32,7 +32,7 @@ from ._capability import compiled_data
 from ._compiled_log import FAILED, NEEDS_LEVEL, compiled_log_pairs, laplacian_levels
 from ._energy import curve_energy, initial_velocity, polyline_length, refine
 from ._minimize import COARSE_TOL_FACTOR, METHODS, UNRESOLVED, extrapolate_levels, minimize_curve_energy, resolve_method
-from ._routes import CHECK_LATTICE_NODES, detour_routes, lattice_routes, resample, sharp_blend
+from ._routes import CHECK_BLEND, CHECK_LATTICE_NODES, SHARP_BLEND, blend_sharpness, detour_routes, lattice_routes, resample
 from ._runge_kutta import compiled_dormand_prince, dormand_prince
 from ._tolerances import EXP_ATOL_FACTOR, INTEGRATION_RTOL, RTOL, integration_tolerances
 
@@ -283,9 +283,9 @@ class EnergyLogSolver:
     Hard pairs get a cheap global search (:meth:`_search_routes`): pairs not
     certified, pairs that needed more than ``HARD_LEVELS_FACTOR`` times the first
     level's segments, every pair of a sharp field of more than two dimensions
-    (:func:`~riemlocal.numerics._routes.sharp_blend`), and the pairs of a sharp
-    two-dimensional field whose answer a coarse lattice route, minimized, disproves
-    (:meth:`_check_routes`); the other pairs cost no more.
+    (:func:`~riemlocal.numerics._routes.sharp_blend`), and the pairs of a
+    two-dimensional field of sharpness above ``CHECK_BLEND`` whose answer a coarse
+    lattice route, minimized, disproves (:meth:`_check_routes`); the other pairs cost no more.
     The certificate of these pairs also checks their curves (:meth:`_assess`: the
     curve's own length by an independent quadrature within ``CURVE_GAP``, no segment
     ``JUMP_FACTOR`` times the mean).
@@ -450,9 +450,10 @@ class EnergyLogSolver:
             solve_chunk, y[first], x[first], self.chunk_size, self.n_jobs, self.verbose, "geodesic boundary-value problems"
         )
         certified, sharp = self._assess(outputs, log_rtol)[0], self._sharp_field()
-        if sharp or not certified.all() or outputs[4].max() > HARD_LEVELS_FACTOR * self.n_segments:  # else nothing to repair
+        checked = self.field.dim == 2 and self._sharpness() > CHECK_BLEND
+        if sharp or checked or not certified.all() or outputs[4].max() > HARD_LEVELS_FACTOR * self.n_segments:  # else nothing to repair
             self._retry_finer(outputs, y[first], x[first], log_rtol, certified)
-            if sharp and self.field.dim == 2:
+            if checked:
                 self._check_routes(outputs, y[first], x[first], log_rtol)
             hard = ~self._assess(outputs, log_rtol)[0] | (outputs[4] > HARD_LEVELS_FACTOR * self.n_segments)
             hard |= sharp and self.field.dim > 2
@@ -549,11 +550,15 @@ class EnergyLogSolver:
             pairs = owners[chosen][mine]
             _replace_rows(outputs, pairs, part, _better(self._assess(part, log_rtol), self._assess(outputs, log_rtol, pairs), self.rtol))
 
-    def _sharp_field(self):
-        """:func:`~riemlocal.numerics._routes.sharp_blend` of the field, computed once per field."""
+    def _sharpness(self):
+        """:func:`~riemlocal.numerics._routes.blend_sharpness` of the field, computed once per field."""
         if self._sharp is None or self._sharp[0] is not self.field:
-            self._sharp = (self.field, sharp_blend(self.field))
+            self._sharp = (self.field, blend_sharpness(self.field))
         return self._sharp[1]
+
+    def _sharp_field(self):
+        """Whether the field is sharp (:func:`~riemlocal.numerics._routes.sharp_blend`)."""
+        return self._sharpness() > SHARP_BLEND
 
     def _check_routes(self, outputs, point, base_point, log_rtol):
         """The cheap global check of a sharp two-dimensional field's pairs; a pair it disproves is solved again.
