@@ -162,9 +162,10 @@ def test_sharp_field_warns_with_its_estimate():
         result = solver.solve(np.array([5.0, 3.0]), np.array([1.0, 3.0]))
     assert not result.converged and result.n_segments == 256
     fine = EnergyLogSolver(sharp, n_segments=512, max_segments=2048, rtol=1.0, log_rtol=1.0).solve(np.array([5.0, 3.0]), np.array([1.0, 3.0]))
-    # uncertified, the distance is the length of the curve returned (a real curve, found from the lattice
-    # route: 4.6041), below the 2048-segment straight start's 4.6708 and the first extrapolation's 4.6413
-    assert result.length == pytest.approx(polyline_length(sharp, result.curves[()][None], 8)[0], rel=1e-12)
+    # uncertified, the distance is never above the length of the curve returned (a real curve, found from a
+    # lattice route: 4.5866), nor more than CURVE_GAP below it, and below the 2048-segment straight start's 4.6708
+    curve_length = polyline_length(sharp, result.curves[()][None], 8)[0]
+    assert curve_length * (1 - 1e-3) <= result.length <= curve_length * (1 + 1e-12)
     assert result.length < fine.length
 
 
