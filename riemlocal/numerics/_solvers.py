@@ -498,8 +498,21 @@ class EnergyLogSolver:
             return
         retry = copy.copy(self)
         retry.n_segments = RETRY_FACTOR * self.n_segments
-        again = retry._solve_chunk(point[rows], base_point[rows], log_rtol)
+        self._keep_better(outputs, rows, retry._solve_chunk(point[rows], base_point[rows], log_rtol), log_rtol)
+
+    def _keep_better(self, outputs, rows, again, log_rtol):
+        """Put the answers ``again`` of the pairs ``rows`` into ``outputs`` (both of :meth:`_solve_chunk`) where they are better (:func:`_better`)."""
         _replace_rows(outputs, rows, again, _better(self._assess(again, log_rtol), self._assess(outputs, log_rtol, rows), self.rtol))
+
+    def _minimize_routes(self, curves, method):
+        """Candidate curves ``(n, N + 1, dim)`` minimized at their level, to the coarse tolerance (the searches' first step)."""
+        return minimize_curve_energy(self.field, curves[:, None], method=method, tol=COARSE_TOL_FACTOR * self.tol, max_iter=self.max_iter).curves[:, 0]
+
+    def _solve_from(self, curves, point, base_point, log_rtol):
+        """Solve the pairs ``(point, base_point)`` in full (numpy path) from the curves ``(n, N + 1, dim)``, N segments first."""
+        retry = copy.copy(self)
+        retry.n_segments = curves.shape[1] - 1
+        return retry._solve_numpy(point, base_point, log_rtol, curves)
 
     def _search_routes(self, outputs, point, base_point, log_rtol, hard):
         """Hard pairs: solve again from the best routes of a cheap global search, keep the better answer.
@@ -530,25 +543,17 @@ class EnergyLogSolver:
             owners += [row] * len(routes)
             lattice += [False] * (len(routes) - 1) + [self.field.dim == 2]
         method = resolve_method(self.method, self.field.dim, n_problems=1)  # per pair's worth of work: Newton up to dim = 20
-
-        def minimize(curves):
-            return minimize_curve_energy(self.field, curves[:, None], method=method, tol=COARSE_TOL_FACTOR * self.tol, max_iter=self.max_iter).curves[:, 0]
-
-        curves, owners = minimize(np.stack(starts)), np.array(owners)
+        curves, owners = self._minimize_routes(np.stack(starts), method), np.array(owners)
         same = SAME_ROUTE * np.linalg.norm(point - base_point, axis=1)
         rank = _route_ranks(curves, owners, polyline_length(self.field, curves, CURVE_SUBDIVISIONS), np.array(lattice), same[owners])
         chosen = np.flatnonzero(rank < ROUTE_REFINE)
-        curves, owners = minimize(refine(curves[chosen], cubic=True)), owners[chosen]
+        curves, owners = self._minimize_routes(refine(curves[chosen], cubic=True), method), owners[chosen]
         rank = _route_ranks(curves, owners, polyline_length(self.field, curves, CURVE_SUBDIVISIONS), np.zeros(len(owners), dtype=bool), same[owners])
         chosen = np.flatnonzero(rank < ROUTE_STARTS)
-        retry = copy.copy(self)
-        retry.n_segments = curves.shape[1] - 1
-        again = retry._solve_numpy(point[owners[chosen]], base_point[owners[chosen]], log_rtol, curves[chosen])
+        again = self._solve_from(curves[chosen], point[owners[chosen]], base_point[owners[chosen]], log_rtol)
         for k in range(ROUTE_STARTS):  # the best start of each pair first, each answer against the best so far
             mine = rank[chosen] == k
-            part = tuple(output[mine] for output in again)
-            pairs = owners[chosen][mine]
-            _replace_rows(outputs, pairs, part, _better(self._assess(part, log_rtol), self._assess(outputs, log_rtol, pairs), self.rtol))
+            self._keep_better(outputs, owners[chosen][mine], tuple(output[mine] for output in again), log_rtol)
 
     def _sharpness(self):
         """:func:`~riemlocal.numerics._routes.blend_sharpness` of the field, computed once per field."""
@@ -576,15 +581,11 @@ class EnergyLogSolver:
             return
         routes = lattice_routes(self.field, base_point[rows], point[rows], CHECK_LATTICE_NODES)
         starts = np.stack([resample(route, RETRY_FACTOR * self.n_segments + 1) for route in routes])
-        method = resolve_method(self.method, self.field.dim, n_problems=len(rows))
-        curves = minimize_curve_energy(self.field, starts[:, None], method=method, tol=COARSE_TOL_FACTOR * self.tol, max_iter=self.max_iter).curves[:, 0]
+        curves = self._minimize_routes(starts, resolve_method(self.method, self.field.dim, n_problems=len(rows)))
         shorter = polyline_length(self.field, curves, CURVE_SUBDIVISIONS) < (1.0 - CURVE_GAP) * outputs[1][rows]
         rows, curves = rows[shorter], curves[shorter]
         if len(rows):
-            retry = copy.copy(self)
-            retry.n_segments = curves.shape[1] - 1
-            again = retry._solve_numpy(point[rows], base_point[rows], log_rtol, curves)
-            _replace_rows(outputs, rows, again, _better(self._assess(again, log_rtol), self._assess(outputs, log_rtol, rows), self.rtol))
+            self._keep_better(outputs, rows, self._solve_from(curves, point[rows], base_point[rows], log_rtol), log_rtol)
 
     def _assess(self, outputs, log_rtol, rows=slice(None)):
         """Whether the pairs ``rows`` of ``outputs`` (of :meth:`_solve_chunk`) are certified, and an upper bound on their distances.
