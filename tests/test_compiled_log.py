@@ -97,6 +97,28 @@ def test_compiled_log_equals_numpy_newton(dim):
         assert np.all(compiled.n_segments[:-2] >= 32)
 
 
+@pytest.mark.parametrize("dim", [2, 5])
+def test_compiled_log_from_given_curves_equals_numpy_newton(dim):
+    """Solves that start from given curves (the route searches' candidates: detours) agree on both paths, at
+    one level (the searches' coarse minimization) and in full."""
+    rng = np.random.default_rng(40 + dim)
+    x, y = rng.normal(size=(2, 4, dim))
+    detour = 2.0 * rng.normal(size=(4, 1, dim))
+    t = np.linspace(0.0, 1.0, 17)[:, None]
+    starts = x[:, None] + t * (y - x)[:, None] + 4.0 * t * (1.0 - t) * detour  # bent curves, 16 segments
+    field = rbf_fields(dim, seed=dim)[1]
+    for max_segments in (16, 1024):
+        outputs = []
+        for compiled in (True, False):
+            solver = EnergyLogSolver(field, n_segments=16, max_segments=max_segments, method="newton", compiled=compiled)
+            outputs.append(solver._solve_pairs(y, x, solver.log_rtol, starts))
+        (velocity, length, *_, curves, n_iter), (velocity_np, length_np, *_, curves_np, n_iter_np) = outputs
+        assert relative(velocity, velocity_np) < 1e-12 and relative(length, length_np) < 1e-12
+        assert all(a.shape == b.shape and relative(a, b) < 1e-12 for a, b in zip(curves, curves_np))
+        straight = EnergyLogSolver(field, n_segments=16, max_segments=max_segments, method="newton")._solve_pairs(y, x, np.inf)
+        assert n_iter[0] == n_iter_np[0] > straight[-1][0]  # the bent starts took more Newton steps
+
+
 def test_compiled_log_several_levels_and_warnings():
     """A sharp field: pairs refined beyond 128 segments (a second compiled pass), uncertified pairs warn the same."""
     field = SmoothLocalField([[0.0, 0.0], [1.0, 0.5], [2.0, -0.5]], [np.diag([1.0, 30.0]), np.eye(2), np.diag([20.0, 1.0])], rho=40.0)

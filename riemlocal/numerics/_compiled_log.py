@@ -386,8 +386,11 @@ def _pair_space(data, n_segments, dim):
 
 
 @cached_njit
-def _levels(data, n_segments, step, max_segments, rtol, log_rtol, tol, max_iter, laplacians, n_levels, space, level_iters):
+def _levels(data, n_segments, step, start, max_segments, rtol, log_rtol, tol, max_iter, laplacians, n_levels, space, level_iters):
     """:func:`extrapolate_levels` for one Log problem from 0 to ``step`` (relative coordinates); see the module docstring.
+
+    The first level starts from the curve ``start`` ``(N + 1, dim)`` (relative, its ends 0 and ``step``),
+    or from the straight segment where ``start`` has no rows.
 
     In the arrays ``space`` of :func:`_pair_space` (at most ``n_levels`` levels); returns status,
     the relative error estimates of the distance and of the Log vector, the finest level, its
@@ -405,7 +408,7 @@ def _levels(data, n_segments, step, max_segments, rtol, log_rtol, tol, max_iter,
     for node in range(n_segments + 1):
         t = node * (1.0 / n_segments) if node < n_segments else 1.0  # numpy.linspace(0, 1)
         for i in range(dim):
-            curve[node, i] = t * step[i]
+            curve[node, i] = start[node, i] if len(start) and 0 < node < n_segments else t * step[i]
             centroid[i] += curve[node, i]
     for i in range(dim):
         centroid[i] /= n_segments + 1
@@ -475,8 +478,11 @@ def _levels(data, n_segments, step, max_segments, rtol, log_rtol, tol, max_iter,
 
 
 @cached_njit
-def compiled_log_pairs(data, point, base_point, n_segments, max_segments, rtol, log_rtol, tol, max_iter, laplacians, n_levels):
+def compiled_log_pairs(data, point, base_point, starts, n_segments, max_segments, rtol, log_rtol, tol, max_iter, laplacians, n_levels):
     """``EnergyLogSolver._solve_chunk`` with Newton for the pairs ``(point, base_point)`` ``(n, dim)`` of a field with capability data ``data``.
+
+    The first level of each pair starts from its curve in ``starts`` ``(n, N + 1, dim)``, or from the
+    straight segment where ``starts`` has no rows.
 
     Returns its outputs (velocity, length, error estimates, segments,
     optimized, finest curves) plus the iterations per pair and level
@@ -493,6 +499,7 @@ def compiled_log_pairs(data, point, base_point, n_segments, max_segments, rtol, 
     space = _pair_space(data, n_segments, dim)
     work, metric = space[1], np.empty((dim, dim))
     step, midpoint, scratch = np.empty(dim), np.empty(dim), relative_scratch(data)
+    start = np.empty((n_segments + 1 if len(starts) else 0, dim))
     for p in range(n_pairs):
         largest, span = 0.0, 0.0
         for i in range(dim):
@@ -512,8 +519,11 @@ def compiled_log_pairs(data, point, base_point, n_segments, max_segments, rtol, 
             curves[p] = curve
             continue
         relative = relative_to(data, base_point[p], scratch)  # coordinates relative to the base point
+        for node in range(len(start)):
+            for i in range(dim):
+                start[node, i] = starts[p, node, i] - base_point[p, i]
         status[p], dist_error[p], log_error[p], level, segments[p], optimized[p] = _levels(
-            relative, n_segments, step, max_segments, rtol, log_rtol, tol, max_iter, laplacians, n_levels, space, level_iters[p]
+            relative, n_segments, step, start, max_segments, rtol, log_rtol, tol, max_iter, laplacians, n_levels, space, level_iters[p]
         )
         value, finest = space[3][0], space[0][level][0]
         curve = np.empty_like(finest)

@@ -31,7 +31,7 @@ from ..utils.validation import broadcast_flat, check_bool, check_int, check_n_jo
 from ._capability import compiled_data
 from ._compiled_log import FAILED, NEEDS_LEVEL, compiled_log_pairs, laplacian_levels
 from ._energy import curve_energy, initial_velocity, polyline_length, refine
-from ._minimize import COARSE_TOL_FACTOR, METHODS, UNRESOLVED, extrapolate_levels, minimize_curve_energy, resolve_method
+from ._minimize import METHODS, UNRESOLVED, extrapolate_levels, resolve_method
 from ._routes import CHECK_BLEND, CHECK_LATTICE_NODES, SHARP_BLEND, blend_sharpness, detour_routes, lattice_routes, resample
 from ._runge_kutta import compiled_dormand_prince, dormand_prince
 from ._tolerances import EXP_ATOL_FACTOR, INTEGRATION_RTOL, RTOL, integration_tolerances
@@ -505,14 +505,18 @@ class EnergyLogSolver:
         _replace_rows(outputs, rows, again, _better(self._assess(again, log_rtol), self._assess(outputs, log_rtol, rows), self.rtol))
 
     def _minimize_routes(self, curves, method):
-        """Candidate curves ``(n, N + 1, dim)`` minimized at their level, to the coarse tolerance (the searches' first step)."""
-        return minimize_curve_energy(self.field, curves[:, None], method=method, tol=COARSE_TOL_FACTOR * self.tol, max_iter=self.max_iter).curves[:, 0]
+        """Candidate curves ``(n, N + 1, dim)`` minimized at their level to the coarse tolerance (the searches' first step):
+        the first level of :meth:`_solve_pairs` with ``method``, compiled where the field has a capability."""
+        level = copy.copy(self)
+        level.n_segments = level.max_segments = curves.shape[1] - 1
+        level.method = method
+        return np.stack(level._solve_pairs(curves[:, -1], curves[:, 0], np.inf, curves)[6])
 
     def _solve_from(self, curves, point, base_point, log_rtol):
-        """Solve the pairs ``(point, base_point)`` in full (numpy path) from the curves ``(n, N + 1, dim)``, N segments first."""
+        """Solve the pairs ``(point, base_point)`` in full from the curves ``(n, N + 1, dim)``, N segments first."""
         retry = copy.copy(self)
         retry.n_segments = curves.shape[1] - 1
-        return retry._solve_numpy(point, base_point, log_rtol, curves)
+        return retry._solve_pairs(point, base_point, log_rtol, curves)
 
     def _search_routes(self, outputs, point, base_point, log_rtol, hard):
         """Hard pairs: solve again from the best routes of a cheap global search, keep the better answer.
@@ -526,7 +530,7 @@ class EnergyLogSolver:
         the shortest others (:func:`~riemlocal.numerics.polyline_length`), ``ROUTE_REFINE`` in all, are
         refined to twice the segments and minimized again, where their lengths rank them more
         reliably (at 32 segments a sharp transition can shorten a wrong route by a percent), and the
-        ``ROUTE_STARTS`` shortest are solved in full (numpy path) from there; the best answer replaces
+        ``ROUTE_STARTS`` shortest are solved in full from there; the best answer replaces
         the pair's result where it is better (:func:`_better`). ``outputs`` (of :meth:`_solve_chunk`)
         are updated in place.
         """
@@ -620,30 +624,39 @@ class EnergyLogSolver:
         return certified, np.where(certified, length, curve_length)
 
     def _solve_chunk(self, point, base_point, log_rtol):
-        """Solve pairs ``(n, dim)``: compiled (Newton, a field with a compiled capability) or by :meth:`_solve_numpy`."""
+        """The first solve of pairs ``(n, dim)``, from straight starts (:meth:`_solve_pairs`)."""
+        return self._solve_pairs(point, base_point, log_rtol)
+
+    def _solve_pairs(self, point, base_point, log_rtol, starts=None):
+        """Solve pairs ``(n, dim)``: compiled (Newton, a field with a compiled capability) or by :meth:`_solve_numpy`.
+
+        ``starts`` ``(n, N + 1, dim)``: the curves the coarsest level starts from (default: straight, ``n_segments``).
+        """
         capability = getattr(self.field, "capability", None) if self.compiled else None
         method = resolve_method(self.method, self.field.dim, n_problems=len(point), compiled=True)
         if capability is None or method != "newton":
-            return self._solve_numpy(point, base_point, log_rtol)
+            return self._solve_numpy(point, base_point, log_rtol, starts)
+        given = np.empty((0, self.n_segments + 1, self.field.dim)) if starts is None else np.ascontiguousarray(starts)
         n_levels = (self.max_segments // self.n_segments).bit_length()  # levels up to max_segments
         first_levels = min(n_levels, max(3, (128 // self.n_segments).bit_length()))  # up to 128 segments
         options = (self.n_segments, self.max_segments, self.rtol, log_rtol, self.tol, self.max_iter)
         *outputs, iterations, status = compiled_log_pairs(
-            capability.data, point, base_point, *options, laplacian_levels(self.n_segments, first_levels), first_levels
+            capability.data, point, base_point, given, *options, laplacian_levels(self.n_segments, first_levels), first_levels
         )
         outputs[-1] = _object_array(outputs[-1])
         finer = np.flatnonzero(status == NEEDS_LEVEL) if status.any() else ()  # rare: more than 128 segments
         if len(finer):
             iterations = np.pad(iterations, ((0, 0), (0, n_levels - first_levels)))
             *parts, iterations[finer], status[finer] = compiled_log_pairs(
-                capability.data, point[finer], base_point[finer], *options, laplacian_levels(self.n_segments, n_levels), n_levels
+                capability.data, point[finer], base_point[finer], given[finer] if len(given) else given, *options,
+                laplacian_levels(self.n_segments, n_levels), n_levels,
             )
             for output, part in zip(outputs, parts):
                 output[finer] = _object_array(part) if isinstance(part, list) else part
         outputs.append(np.full(len(point), iterations.max(axis=0).sum()))
         failed = np.flatnonzero(status == FAILED) if status.any() else ()  # an evaluator declined (overflow, not SPD)
         if len(failed):  # the numpy path explains
-            for output, part in zip(outputs, self._solve_numpy(point[failed], base_point[failed], log_rtol)):
+            for output, part in zip(outputs, self._solve_numpy(point[failed], base_point[failed], log_rtol, None if starts is None else starts[failed])):
                 output[failed] = part
             outputs[-1][:] = outputs[-1].max()
         return tuple(outputs)
