@@ -19,8 +19,9 @@ from riemlocal.distances import distance
 from riemlocal.learners import LDAMetric
 from riemlocal.numerics import EnergyLogSolver, polyline_length
 from riemlocal.numerics._solvers import _object_array
-from riemlocal.numerics._routes import sharp_blend
+from riemlocal.numerics._routes import DETOURS, GRAPH_NEIGHBOURS, WAYPOINTS, center_graph, detour_routes, sharp_blend
 from riemlocal.placement import LocalMetrics
+from test_compiled import random_spd
 
 
 @pytest.fixture(scope="module")
@@ -257,3 +258,20 @@ def test_a_field_is_sharp_when_its_metric_changes_much_and_abruptly(scale, rho, 
     metrics = np.tile(np.eye(3), (3, 1, 1))
     metrics[1, 0, 0] = scale  # the speed along the first gap changes by the factor sqrt(scale)
     assert sharp_blend(SmoothLocalField(centers, metrics, rho=rho)) is sharp
+
+
+def test_detour_routes_take_the_centers_with_the_shortest_legs_and_a_graph_route_no_longer_than_any():
+    """With 40 centers: detours through the DETOURS centers whose two legs are shortest, the graph over each
+    center's GRAPH_NEIGHBOURS nearest, and its route no longer than the straight segment or any detour."""
+    rng = np.random.default_rng(11)
+    field = SmoothLocalField(rng.uniform(-2, 2, (40, 3)), random_spd(rng, 40, 3), rho=2.0)
+    graph = center_graph(field)
+    centers, first, second, _ = graph
+    assert np.all(np.bincount(np.r_[first, second], minlength=40) >= GRAPH_NEIGHBOURS) and len(first) < 40 * 39 / 2
+    start, end = np.array([-2.0, -2.0, 0.0]), np.array([2.0, 2.0, 0.5])
+    routes = detour_routes(field, start, end, graph)
+    assert len(routes) == DETOURS + WAYPOINTS + 1
+    legs = polyline_length(field, np.stack([np.stack([start, c, end]) for c in centers]), 2)
+    np.testing.assert_array_equal(np.sort([route[1] for route in routes[:DETOURS]], axis=0), np.sort(centers[np.argsort(legs)[:DETOURS]], axis=0))
+    graph_route = polyline_length(field, routes[-1], 2)
+    assert graph_route <= legs.min() * (1 + 1e-12) and graph_route <= polyline_length(field, np.stack([start, end]), 2) * (1 + 1e-12)

@@ -6,8 +6,8 @@ geodesic of the route it starts on. Where a sharp field offers a shorter way aro
 Graph searches give them: nodes are the pair's endpoints and a lattice over its
 neighbourhood (two dimensions) or the field's centers (any dimension), edges straight
 segments weighted by their length (:func:`~riemlocal.numerics.polyline_length`), and
-Dijkstra's algorithm gives the shortest polyline. Detours through each single center and
-through a few random waypoints are candidates too. A route's own length says little about the geodesic of its homotopy
+Dijkstra's algorithm gives the shortest polyline. Detours through single centers (those
+whose straight legs are shortest) and through a few random waypoints are candidates too. A route's own length says little about the geodesic of its homotopy
 class (a straight detour through a center can be three times the geodesic it leads to,
 at D = 5 on nearly piecewise-constant blends), so the solver minimizes every candidate
 before it compares them.
@@ -16,10 +16,11 @@ before it compares them.
 import numpy as np
 from scipy.sparse import coo_array
 from scipy.sparse.csgraph import dijkstra
+from scipy.spatial import KDTree
 
 from ._energy import polyline_length
 
-__all__ = ["LATTICE_NODES", "CHECK_LATTICE_NODES", "SHARP_BLEND", "CHECK_BLEND", "WAYPOINTS", "blend_sharpness", "detour_routes", "lattice_routes", "resample", "sharp_blend"]
+__all__ = ["LATTICE_NODES", "CHECK_LATTICE_NODES", "SHARP_BLEND", "CHECK_BLEND", "WAYPOINTS", "DETOURS", "GRAPH_NEIGHBOURS", "blend_sharpness", "center_graph", "detour_routes", "lattice_routes", "resample", "sharp_blend"]
 
 #: nodes per side of the lattice of :func:`lattice_routes`, and its neighbours: the 16 directions of steps
 #: (1, 0), (1, 1), (1, 2) and their symmetries (angles within 13 degrees of any direction)
@@ -42,6 +43,10 @@ _PROBES = 16
 #: random waypoints of :func:`detour_routes` (on the fields of ``benchmarks/bench_hard_geometry.py`` at D = 5,
 #: a pair whose best route passes by no center's detour)
 WAYPOINTS = 8
+#: detours through single centers per pair (:func:`detour_routes`): those whose legs are shortest
+DETOURS = 16
+#: neighbours of each center in :func:`center_graph`
+GRAPH_NEIGHBOURS = 16
 
 
 def sharp_blend(field):
@@ -106,24 +111,42 @@ def lattice_routes(field, base_point, point, n_nodes=LATTICE_NODES):
     return routes
 
 
-def detour_routes(field, start, end):
-    """Routes from ``start`` to ``end`` (``(dim,)`` each): detours through the centers and through waypoints.
+def center_graph(field):
+    """The graph of :func:`detour_routes` over the field's centers (``field.centers``; none: empty), built once per solve.
 
-    The detours through each center of the field (``field.centers``, if it has them) and
-    through ``WAYPOINTS`` points drawn uniformly (a fixed seed) in the box of the endpoints
-    and the centers, widened by half its diagonal where it has no centers, then the shortest
-    polyline of the complete graph over the endpoints and the centers.
+    Each center is joined to its ``GRAPH_NEIGHBOURS`` nearest centers (Euclidean; the complete graph up to
+    ``GRAPH_NEIGHBOURS + 1`` centers) by a straight edge weighted by its length (:func:`~riemlocal.numerics.polyline_length`).
+    Returns the centers ``(R, dim)``, the edges' ends and their lengths.
     """
-    centers = getattr(field, "centers", np.empty((0, len(start))))
+    centers = np.asarray(getattr(field, "centers", np.empty((0, field.dim))), dtype=float)
+    n_neighbours = min(GRAPH_NEIGHBOURS, len(centers) - 1)
+    nearest = KDTree(centers).query(centers, n_neighbours + 1)[1][:, 1:] if n_neighbours > 0 else np.empty((len(centers), 0), dtype=int)
+    first, second = np.repeat(np.arange(len(centers)), n_neighbours), nearest.ravel()
+    first, second = np.unique(np.sort(np.stack([first, second], axis=1), axis=1), axis=0).T  # each edge once
+    weights = polyline_length(field, np.stack([centers[first], centers[second]], axis=1), 2) if len(first) else np.zeros(0)
+    return centers, first, second, weights
+
+
+def detour_routes(field, start, end, graph):
+    """Routes from ``start`` to ``end`` (``(dim,)`` each): detours through centers and through waypoints.
+
+    The detours through the ``DETOURS`` centers of ``graph`` (:func:`center_graph`) whose two legs
+    are shortest, and through ``WAYPOINTS`` points drawn uniformly (a fixed seed) in the box of the
+    endpoints and the centers, widened by half its diagonal where there are no centers, then the
+    shortest polyline of the graph joined to the endpoints (each joined to every center and to the other).
+    """
+    centers, first, second, weights = graph
     corners = np.concatenate([start[None], end[None], centers])
     low, high = corners.min(axis=0), corners.max(axis=0)
     if not len(centers):
         low, high = low - 0.5 * np.linalg.norm(high - low), high + 0.5 * np.linalg.norm(high - low)
     waypoints = np.random.default_rng(0).uniform(low, high, (WAYPOINTS, len(start)))
-    first, second = np.triu_indices(len(corners), 1)
-    weights = polyline_length(field, np.stack([corners[first], corners[second]], axis=1), 2)
-    detours = [np.stack([start, waypoint, end]) for waypoint in np.concatenate([centers, waypoints])]
-    return detours + [_shortest(corners, first, second, weights)]
+    n = len(centers)
+    leg_first, leg_second = np.r_[np.repeat([0, 1], n), 0], np.r_[np.tile(np.arange(n) + 2, 2), 1]  # the endpoints to every center, and to each other
+    legs = polyline_length(field, np.stack([corners[leg_first], corners[leg_second]], axis=1), 2)
+    closest = np.argsort(legs[:n] + legs[n : 2 * n])[:DETOURS]
+    detours = [np.stack([start, waypoint, end]) for waypoint in np.concatenate([centers[closest], waypoints])]
+    return detours + [_shortest(corners, np.r_[leg_first, first + 2], np.r_[leg_second, second + 2], np.r_[legs, weights])]
 
 
 def _shortest(nodes, first, second, weights):

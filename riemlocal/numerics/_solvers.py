@@ -32,7 +32,7 @@ from ._capability import compiled_data
 from ._compiled_log import FAILED, NEEDS_LEVEL, compiled_log_pairs, laplacian_levels
 from ._energy import curve_energy, initial_velocity, polyline_length, refine
 from ._minimize import METHODS, UNRESOLVED, extrapolate_levels, resolve_method
-from ._routes import CHECK_BLEND, CHECK_LATTICE_NODES, SHARP_BLEND, blend_sharpness, detour_routes, lattice_routes, resample
+from ._routes import CHECK_BLEND, CHECK_LATTICE_NODES, SHARP_BLEND, blend_sharpness, center_graph, detour_routes, lattice_routes, resample
 from ._runge_kutta import compiled_dormand_prince, dormand_prince
 from ._tolerances import EXP_ATOL_FACTOR, INTEGRATION_RTOL, RTOL, integration_tolerances
 
@@ -538,9 +538,9 @@ class EnergyLogSolver:
         n_nodes = RETRY_FACTOR * self.n_segments + 1
         if not len(rows) or 8 * (n_nodes - 1) > self.max_segments:
             return
-        starts, owners, lattice = [], [], []
+        starts, owners, lattice, graph = [], [], [], center_graph(self.field)
         for row in rows:
-            routes = [outputs[6][row]] + detour_routes(self.field, base_point[row], point[row])
+            routes = [outputs[6][row]] + detour_routes(self.field, base_point[row], point[row], graph)
             if self.field.dim == 2:
                 routes += lattice_routes(self.field, base_point[row, None], point[row, None])
             starts += [resample(route, n_nodes) for route in routes]
