@@ -275,3 +275,28 @@ def test_detour_routes_take_the_centers_with_the_shortest_legs_and_a_graph_route
     np.testing.assert_array_equal(np.sort([route[1] for route in routes[:DETOURS]], axis=0), np.sort(centers[np.argsort(legs)[:DETOURS]], axis=0))
     graph_route = polyline_length(field, routes[-1], 2)
     assert graph_route <= legs.min() * (1 + 1e-12) and graph_route <= polyline_length(field, np.stack([start, end]), 2) * (1 + 1e-12)
+
+
+def test_a_distance_matrix_has_no_distance_above_a_path_through_its_other_points():
+    """A certified distance 30% too long (a solver gone wrong on one pair) is disproved by the path through a
+    third point of the same call, and solved again from that path's curves: the true distance, certified."""
+    field = SmoothLocalField([[0.0, 0.0], [2.0, 1.0]], [np.diag([1.0, 4.0]), np.diag([3.0, 1.0])], rho=1.0)
+    points = np.array([[-1.0, 0.0], [1.0, 0.6], [3.0, 1.0]])
+    i, j = np.triu_indices(3, 1)
+    truth = EnergyLogSolver(field).solve(points[j], points[i], log_rtol=np.inf)
+    solver = EnergyLogSolver(field)
+    solve_chunk = solver._solve_chunk
+
+    def too_long(point, base_point, log_rtol):
+        outputs = list(solve_chunk(point, base_point, log_rtol))
+        far = np.array([{tuple(a), tuple(b)} == {tuple(points[0]), tuple(points[2])} for a, b in zip(point, base_point)])
+        outputs[1] = np.where(far, 1.3 * outputs[1], outputs[1])
+        return tuple(outputs)
+
+    solver._solve_chunk = too_long
+    assert (solver._solve_chunk(points[[2]], points[[0]], np.inf)[1] > 1.29 * truth.length[1]).all()  # the corruption works
+    result = solver.solve(points[j], points[i], log_rtol=np.inf)
+    assert result.converged.all()
+    np.testing.assert_allclose(result.length, truth.length, rtol=1e-6)
+    by_hops = truth.length[0] + truth.length[2]
+    assert truth.length[1] < by_hops < 1.3 * truth.length[1]  # the path through the middle point is what disproves it

@@ -22,6 +22,8 @@ from dataclasses import dataclass
 
 import numpy as np
 from joblib import effective_n_jobs
+from scipy.sparse import coo_array
+from scipy.sparse.csgraph import dijkstra
 from sklearn.exceptions import ConvergenceWarning
 
 from ..learners import CONDITION_WARNING, condition_numbers
@@ -451,7 +453,8 @@ class EnergyLogSolver:
         )
         certified, sharp = self._assess(outputs, log_rtol)[0], self._sharp_field()
         checked = self.field.dim == 2 and self._sharpness() > CHECK_BLEND
-        if sharp or checked or not certified.all() or outputs[4].max() > HARD_LEVELS_FACTOR * self.n_segments:  # else nothing to repair
+        repair = sharp or checked or not certified.all() or outputs[4].max() > HARD_LEVELS_FACTOR * self.n_segments  # else nothing to repair
+        if repair:
             self._retry_finer(outputs, y[first], x[first], log_rtol, certified)
             if checked:
                 self._check_routes(outputs, y[first], x[first], log_rtol)
@@ -459,6 +462,7 @@ class EnergyLogSolver:
             hard |= sharp and self.field.dim > 2
             hard &= outputs[4] > 1  # not the pairs closer than round-off resolves
             self._search_routes(outputs, y[first], x[first], log_rtol, hard)
+        if self._check_triangles(outputs, y[first], x[first], log_rtol) or repair:
             certified = self._assess(outputs, log_rtol)[0]
         uncertain = None if certified.all() else ~self._assess(outputs, np.inf)[0][inverse]  # the distance, whatever the Log
         velocity, length, error, log_error, n_segments, optimized, curves, n_iter = (part[inverse] for part in outputs)
@@ -590,6 +594,41 @@ class EnergyLogSolver:
         rows, curves = rows[shorter], curves[shorter]
         if len(rows):
             self._keep_better(outputs, rows, self._solve_from(curves, point[rows], base_point[rows], log_rtol), log_rtol)
+
+    def _check_triangles(self, outputs, point, base_point, log_rtol):
+        """Pairs of one call that share endpoints (a distance matrix): no distance above a path through the others.
+
+        The distances (upper bounds, :meth:`_assess`) are the edges of a graph over the call's points; where the
+        shortest path between a pair's ends (Dijkstra) is more than ``CURVE_GAP`` shorter than the pair's distance,
+        that distance is wrong, whatever its certificate: the path's curves, joined, are a real curve that short.
+        Such a pair is solved again from that curve (resampled to ``RETRY_FACTOR * n_segments`` segments; the answer
+        replaces the pair's where it is better, :func:`_better`). Returns whether any pair was solved again.
+        """
+        nodes, ends = unique_rows(np.concatenate([base_point, point]))
+        start, end = ends[: len(point)], ends[len(point) :]
+        if len(nodes) == 2 * len(point) or len(point) < 3:  # no two pairs share a point: no other path
+            return False
+        upper = self._assess(outputs, log_rtol)[1]
+        usable = np.isfinite(upper) & (start != end)
+        order = np.flatnonzero(usable)[np.argsort(upper[usable])]  # the shortest answers first
+        edges, kept = np.unique(np.sort(np.stack([start[order], end[order]], axis=1), axis=1), axis=0, return_index=True)  # a pair solved twice: its shorter answer
+        graph = coo_array((upper[order[kept]], tuple(edges.T)), shape=(len(nodes), len(nodes))).tocsr()
+        paths, predecessors = dijkstra(graph, directed=False, return_predecessors=True)
+        rows = np.flatnonzero(usable & (paths[start, end] < (1.0 - CURVE_GAP) * upper))
+        if not len(rows):
+            return False
+        edge = {}
+        for row in np.flatnonzero(usable):
+            edge[start[row], end[row]], edge[end[row], start[row]] = outputs[6][row], outputs[6][row][::-1]
+        curves = []
+        for row in rows:
+            route = [end[row]]
+            while route[-1] != start[row]:
+                route.append(predecessors[start[row], route[-1]])
+            joined = np.concatenate([edge[a, b][:-1] for a, b in zip(route[:0:-1], route[-2::-1])] + [nodes[end[row]][None]])
+            curves.append(resample(joined, RETRY_FACTOR * self.n_segments + 1))
+        self._keep_better(outputs, rows, self._solve_from(np.stack(curves), point[rows], base_point[rows], log_rtol), log_rtol)
+        return True
 
     def _assess(self, outputs, log_rtol, rows=slice(None)):
         """Whether the pairs ``rows`` of ``outputs`` (of :meth:`_solve_chunk`) are certified, and an upper bound on their distances.
