@@ -618,7 +618,7 @@ class EnergyLogSolver:
         if not len(rows):
             return False
         edge = {}
-        for row in np.flatnonzero(usable):
+        for row in order[::-1]:  # a pair solved twice: the curve of its shorter answer
             edge[start[row], end[row]], edge[end[row], start[row]] = outputs[6][row], outputs[6][row][::-1]
         curves = []
         for row in rows:
