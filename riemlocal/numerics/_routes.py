@@ -20,7 +20,7 @@ from scipy.spatial import KDTree
 
 from ._energy import polyline_length
 
-__all__ = ["LATTICE_NODES", "CHECK_LATTICE_NODES", "SHARP_BLEND", "CHECK_BLEND", "WAYPOINTS", "DETOURS", "GRAPH_NEIGHBOURS", "blend_sharpness", "center_graph", "detour_routes", "lattice_routes", "resample", "sharp_blend"]
+__all__ = ["LATTICE_NODES", "CHECK_LATTICE_NODES", "SHARP_BLEND", "CHECK_BLEND", "WAYPOINTS", "DETOURS", "GRAPH_NEIGHBOURS", "blend_sharpness", "center_graph", "detour_routes", "lattice_routes", "resample", "sharp_blend", "shortest_path"]
 
 #: nodes per side of the lattice of :func:`lattice_routes`, and its neighbours: the 16 directions of steps
 #: (1, 0), (1, 1), (1, 2) and their symmetries (angles within 13 degrees of any direction)
@@ -153,10 +153,15 @@ def _shortest(nodes, first, second, weights):
     """The shortest polyline from node 0 to node 1 of the undirected graph with edges ``(first, second)``."""
     graph = coo_array((weights, (first, second)), shape=(len(nodes), len(nodes))).tocsr()
     _, predecessors = dijkstra(graph, directed=False, indices=0, return_predecessors=True)
-    path = [1]
-    while path[-1] != 0:
+    return nodes[shortest_path(predecessors, 1)]
+
+
+def shortest_path(predecessors, target):
+    """The nodes of Dijkstra's shortest path from its source to ``target``, in order, from the source's ``predecessors`` row."""
+    path = [target]
+    while predecessors[path[-1]] >= 0:  # the source's predecessor is negative
         path.append(predecessors[path[-1]])
-    return nodes[path[::-1]]
+    return path[::-1]
 
 
 def resample(polyline, n_nodes):

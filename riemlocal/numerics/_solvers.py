@@ -34,7 +34,7 @@ from ._capability import compiled_data
 from ._compiled_log import FAILED, NEEDS_LEVEL, compiled_log_pairs, laplacian_levels
 from ._energy import curve_energy, initial_velocity, polyline_length, refine
 from ._minimize import METHODS, UNRESOLVED, extrapolate_levels, resolve_method
-from ._routes import CHECK_BLEND, CHECK_LATTICE_NODES, SHARP_BLEND, blend_sharpness, center_graph, detour_routes, lattice_routes, resample
+from ._routes import CHECK_BLEND, CHECK_LATTICE_NODES, SHARP_BLEND, blend_sharpness, center_graph, detour_routes, lattice_routes, resample, shortest_path
 from ._runge_kutta import compiled_dormand_prince, dormand_prince
 from ._tolerances import EXP_ATOL_FACTOR, INTEGRATION_RTOL, RTOL, integration_tolerances
 
@@ -356,7 +356,7 @@ class EnergyLogSolver:
         self.n_segments, self.rtol, self.log_rtol, self.max_segments = n_segments, rtol, log_rtol, max_segments
         self.tol, self.max_iter, self.method = tol, max_iter, method
         self.chunk_size, self.n_jobs, self.verbose, self.compiled = chunk_size, n_jobs, verbose, compiled
-        self._checked, self._sharp = (), None
+        self._checked, self._per_field = (), None
         self._check()
 
     def _check(self):
@@ -542,7 +542,7 @@ class EnergyLogSolver:
         n_nodes = RETRY_FACTOR * self.n_segments + 1
         if not len(rows) or 8 * (n_nodes - 1) > self.max_segments:
             return
-        starts, owners, lattice, graph = [], [], [], center_graph(self.field)
+        starts, owners, lattice, graph = [], [], [], self._of_field(center_graph)
         for row in rows:
             routes = [outputs[6][row]] + detour_routes(self.field, base_point[row], point[row], graph)
             if self.field.dim == 2:
@@ -563,11 +563,18 @@ class EnergyLogSolver:
             mine = rank[chosen] == k
             self._keep_better(outputs, owners[chosen][mine], tuple(output[mine] for output in again), log_rtol)
 
+    def _of_field(self, compute):
+        """``compute(field)`` (a function of the field alone), computed once per field of the solver."""
+        if self._per_field is None or self._per_field[0] is not self.field:
+            self._per_field = (self.field, {})
+        cache = self._per_field[1]
+        if compute not in cache:
+            cache[compute] = compute(self.field)
+        return cache[compute]
+
     def _sharpness(self):
         """:func:`~riemlocal.numerics._routes.blend_sharpness` of the field, computed once per field."""
-        if self._sharp is None or self._sharp[0] is not self.field:
-            self._sharp = (self.field, blend_sharpness(self.field))
-        return self._sharp[1]
+        return self._of_field(blend_sharpness)
 
     def _sharp_field(self):
         """Whether the field is sharp (:func:`~riemlocal.numerics._routes.sharp_blend`)."""
@@ -622,10 +629,8 @@ class EnergyLogSolver:
             edge[start[row], end[row]], edge[end[row], start[row]] = outputs[6][row], outputs[6][row][::-1]
         curves = []
         for row in rows:
-            route = [end[row]]
-            while route[-1] != start[row]:
-                route.append(predecessors[start[row], route[-1]])
-            joined = np.concatenate([edge[a, b][:-1] for a, b in zip(route[:0:-1], route[-2::-1])] + [nodes[end[row]][None]])
+            route = shortest_path(predecessors[start[row]], end[row])
+            joined = np.concatenate([edge[a, b][:-1] for a, b in zip(route[:-1], route[1:])] + [nodes[end[row]][None]])
             curves.append(resample(joined, RETRY_FACTOR * self.n_segments + 1))
         self._keep_better(outputs, rows, self._solve_from(np.stack(curves), point[rows], base_point[rows], log_rtol), log_rtol)
         return True
