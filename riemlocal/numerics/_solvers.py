@@ -611,9 +611,11 @@ class EnergyLogSolver:
         Such a pair is solved again from that curve (resampled to ``RETRY_FACTOR * n_segments`` segments; the answer
         replaces the pair's where it is better, :func:`_better`). Returns whether any pair was solved again.
         """
+        if len(point) < 3:  # no other path (and a single Log pays nothing)
+            return False
         nodes, ends = unique_rows(np.concatenate([base_point, point]))
         start, end = ends[: len(point)], ends[len(point) :]
-        if len(nodes) == 2 * len(point) or len(point) < 3:  # no two pairs share a point: no other path
+        if len(nodes) == 2 * len(point):  # no two pairs share a point: no other path
             return False
         upper = self._assess(outputs, log_rtol)[1]
         usable = np.isfinite(upper) & (start != end)
