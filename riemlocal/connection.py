@@ -28,7 +28,7 @@ import math
 import numpy as np
 
 from .fields import MetricField
-from .numerics import INTEGRATION_RTOL, ODEExpSolver
+from .numerics import INTEGRATION_RTOL, ODEExpSolver, christoffel_polarization
 from .utils.validation import check_broadcast, check_points
 
 __all__ = [
@@ -157,16 +157,12 @@ def christoffel_product(field, tangent_vec_a, tangent_vec_b, base_point):
         \Gamma(a, b) = \tfrac{1}{4\alpha}\big(\Gamma(a + \alpha b, a + \alpha b) - \Gamma(a - \alpha b, a - \alpha b)\big),
         \quad \Gamma(w, w) = -\texttt{geodesic\_acceleration}(w),
 
-    with :math:`\alpha = |a| / |b|` so that neither term cancels the other to round-off.
+    with :math:`\alpha = |a| / |b|` so that neither term cancels the other to round-off
+    (:func:`~riemlocal.numerics._riders.christoffel_polarization`, also the right-hand side of parallel transport).
     """
     a, b = check_points(tangent_vec_a, field.dim, "tangent_vec_a"), check_points(tangent_vec_b, field.dim, "tangent_vec_b")
     x = check_points(base_point, field.dim, "base_point")
-    norm_a, norm_b = np.linalg.norm(a, axis=-1, keepdims=True), np.linalg.norm(b, axis=-1, keepdims=True)
-    degenerate = (norm_a == 0) | (norm_b == 0)
-    alpha = np.where(degenerate, 1.0, norm_a / np.where(norm_b == 0, 1.0, norm_b))
-    plus = field.geodesic_acceleration(a + alpha * b, x)
-    minus = field.geodesic_acceleration(a - alpha * b, x)
-    return np.where(degenerate, 0.0, (minus - plus) / (4.0 * alpha))
+    return christoffel_polarization(field.geodesic_acceleration, a, b, x)
 
 
 def _times(t):
@@ -185,20 +181,13 @@ def _exp_solver(field, exp_solver):
     return exp_solver
 
 
-def _along_geodesic(exp_solver, base_point, tangent_vec, riders, rider_rhs, times):
-    r"""Integrate the geodesic :math:`(x, v)` of ``(batch, dim)`` together with ``riders`` ``(batch, m, k)``.
+def _along_geodesic(exp_solver, base_point, tangent_vec, riders, equation, times):
+    r"""Integrate the geodesic :math:`(x, v)` of ``(batch, dim)`` together with ``riders`` ``(batch, m, k)`` of ``equation``.
 
-    ``rider_rhs(x, v, riders)`` is the riders' derivative, with ``x``, ``v``
-    repeated ``m`` times to ``(rows * m, dim)`` and ``riders`` ``(rows * m, k)``.
     Returns the riders at ``times``, shape ``(batch, len(times), m, k)``.
     """
     batch, m, k = riders.shape
-
-    def flat_rhs(x, v, carried):
-        repeated = np.repeat(x, m, axis=0), np.repeat(v, m, axis=0)
-        return rider_rhs(*repeated, carried.reshape(-1, k)).reshape(len(x), m * k)
-
-    carried = exp_solver.integrate_with(flat_rhs, tangent_vec, base_point, riders.reshape(batch, m * k), times)
+    carried = exp_solver.integrate_with(equation, tangent_vec, base_point, riders.reshape(batch, m * k), times)
     return carried.reshape(batch, len(times), m, k)
 
 
@@ -236,21 +225,8 @@ def parallel_transport(field, tangent_vec, base_point, direction, exp_solver=Non
         field, (tangent_vec, "tangent_vec"), (base_point, "base_point"), (direction, "direction"), riders=("tangent_vec",)
     )
 
-    def transport(x, velocity, carried):
-        return -christoffel_product(field, velocity, carried, x)
-
-    result = _along_geodesic(_exp_solver(field, exp_solver), x, d, v, transport, np.ones(1))
+    result = _along_geodesic(_exp_solver(field, exp_solver), x, d, v, "transport", np.ones(1))
     return result[:, 0].reshape(batch + (field.dim,))
-
-
-def _variation(field):
-    """Right-hand side of the variational equation for riders ``[J, J']`` of shape ``(n, 2 dim)``."""
-
-    def rhs(x, v, carried):
-        position, velocity = np.split(carried, 2, axis=-1)
-        return np.concatenate([velocity, field.acceleration_derivative(v, x, position, velocity)], axis=-1)
-
-    return rhs
 
 
 def jacobi_field(field, tangent_vec, base_point, initial_value, initial_derivative, t=1.0, exp_solver=None):
@@ -291,7 +267,7 @@ def jacobi_field(field, tangent_vec, base_point, initial_value, initial_derivati
         riders=("initial_value", "initial_derivative"),
     )
     riders = np.concatenate([j0, dj0], axis=-1)
-    result = _along_geodesic(_exp_solver(field, exp_solver), x, v, riders, _variation(field), times)[..., : field.dim]
+    result = _along_geodesic(_exp_solver(field, exp_solver), x, v, riders, "jacobi", times)[..., : field.dim]
     result = np.moveaxis(result, 1, 2).reshape(batch + (len(times), field.dim))  # [geodesic, rider, time, :]
     return result[..., 0, :] if np.ndim(t) == 0 else result
 
@@ -314,6 +290,6 @@ def exp_differential(field, tangent_vec, base_point, exp_solver=None):
     identity = np.eye(dim)
     starts = np.concatenate([np.hstack([np.zeros((dim, dim)), identity]), np.hstack([identity, np.zeros((dim, dim))])])
     riders = np.broadcast_to(starts, (len(x), 2 * dim, 2 * dim))
-    columns = _along_geodesic(_exp_solver(field, exp_solver), x, v, riders, _variation(field), np.ones(1))[:, 0, :, :dim]
+    columns = _along_geodesic(_exp_solver(field, exp_solver), x, v, riders, "jacobi", np.ones(1))[:, 0, :, :dim]
     jacobians = np.swapaxes(columns, -1, -2)  # [n, a, column]
     return jacobians[..., :dim].reshape(batch + (dim, dim)), jacobians[..., dim:].reshape(batch + (dim, dim))

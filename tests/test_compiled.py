@@ -142,6 +142,25 @@ def test_compiled_exp_equals_numpy_path(dim):
         np.testing.assert_array_equal(compiled[:, 0], x)
 
 
+@pytest.mark.parametrize("dim", [1, 3])
+@pytest.mark.parametrize("equation", ["jacobi", "transport"])
+def test_compiled_riders_equal_numpy_path(dim, equation):
+    """Jacobi fields and transported vectors ride the compiled geodesic with the numpy path's steps: equal to rounding."""
+    rng = np.random.default_rng(20 + dim)
+    x, v = rng.normal(size=(2, 3, dim))
+    width = 2 * dim if equation == "jacobi" else dim
+    riders = rng.normal(size=(3, 2 * width))
+    riders[0, :width] = 0.0  # a zero rider (transport: Gamma(v, 0) = 0 exactly)
+    for field in rbf_fields(dim, seed=dim):
+        compiled = ODEExpSolver(field, rtol=1e-9).integrate_with(equation, v, x, riders, (0.5, 1.0))
+        numpy_path = ODEExpSolver(field, rtol=1e-9, compiled=False).integrate_with(equation, v, x, riders, (0.5, 1.0))
+        assert compiled.shape == (3, 2, 2 * width)
+        assert relative(compiled, numpy_path) < 1e-11
+        assert np.abs(compiled - riders[:, None]).max() > 1e-3  # they moved
+    with pytest.raises(ValueError, match="equation must be one of"):
+        ODEExpSolver(field).integrate_with("curvature", v, x, riders)
+
+
 def test_solver_and_manifold_option():
     field = rbf_fields(2)[0]
     v, x = np.array([[1.0, -0.5]]), np.array([[0.2, 0.1]])

@@ -253,9 +253,9 @@ def test_jacobi_field_on_the_sphere_is_sin(rng):
 class _Recording(ODEExpSolver):
     """An Exp solver that records the riders it integrates."""
 
-    def integrate_with(self, rider_rhs, tangent_vec, base_point, riders, t_eval=(1.0,)):
+    def integrate_with(self, equation, tangent_vec, base_point, riders, t_eval=(1.0,)):
         self.riders = getattr(self, "riders", []) + [riders.shape]
-        return super().integrate_with(rider_rhs, tangent_vec, base_point, riders, t_eval)
+        return super().integrate_with(equation, tangent_vec, base_point, riders, t_eval)
 
 
 def test_fields_sharing_a_geodesic_ride_one_integration(rng):

@@ -197,10 +197,14 @@ class GeodesicRegression(BaseEstimator):
         self.converged_, self.n_uncertified_ = converged, fit.n_uncertified
         _tangent.warn_uncertified("GeodesicRegression", self.n_uncertified_, len(Y), "residuals at the fit")
         if not converged:
+            reason = (
+                f"{fit.n_uncertified} of {len(Y)} Log residuals are not certified (Gauss-Newton decrement {self.grad_norm_:.3g})"
+                if fit.n_uncertified
+                else f"Gauss-Newton decrement {self.grad_norm_:.3g} > tol * sqrt(objective) = {tol * np.sqrt(value):.3g}"
+                f" (+ {fit.noise:.3g} for the error of the Log residuals)"
+            )
             warnings.warn(
-                f"GeodesicRegression did not converge in {n_iter} iterations: Gauss-Newton decrement "
-                f"{self.grad_norm_:.3g} > tol * sqrt(objective) = {tol * np.sqrt(value):.3g}"
-                f" (+ {fit.noise:.3g} for the error of the Log residuals)",
+                f"GeodesicRegression did not converge in {n_iter} iterations: {reason}",
                 ConvergenceWarning,
                 stacklevel=3,  # the user's call, past with_one_blas_thread
             )

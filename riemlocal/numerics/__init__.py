@@ -40,6 +40,7 @@ from ._minimize import (
     minimize_curve_energy,
     resolve_method,
 )
+from ._riders import EQUATIONS, christoffel_polarization
 from ._runge_kutta import compiled_dormand_prince, dormand_prince
 from ._solvers import (
     CHUNK_SIZE,
@@ -86,6 +87,8 @@ __all__ = [
     "resolve_method",
     "dormand_prince",
     "compiled_dormand_prince",
+    "EQUATIONS",
+    "christoffel_polarization",
     "block_tridiagonal_solve",
     "compiled_log_pairs",
     "CHUNK_SIZE",

@@ -29,6 +29,7 @@ of :meth:`~riemlocal.fields.MetricField.segment_energy_terms` define ``terms`` a
 ``blocks``; a field's numpy methods and its evaluators agree to 1e-12 (its tests).
 """
 
+import math
 from collections import namedtuple
 
 import numpy as np
@@ -143,12 +144,52 @@ def register_evaluators(data_type, **evaluators):
 
 @refcount_free
 def geodesic_rhs(params, state, out):
-    r"""Right-hand side :math:`(x, v) \mapsto (v, c'')` of the geodesic ODE; ``params = (data, point_work(data))``; False on failure."""
-    data, work = params
-    dim = len(state) // 2
+    r"""Right-hand side :math:`(x, v, r) \mapsto (v, c'', r')` of a geodesic and the riders after it in ``state``; False on failure.
+
+    ``params = (data, point_work(data), dim, equation, scratch)``: ``equation`` 0 for riders
+    :math:`[J, J']` of the variational equation, 1 for transported vectors (the codes of
+    :data:`~riemlocal.numerics._riders.EQUATIONS`, the formulas of :func:`~riemlocal.numerics._riders.rider_rhs`);
+    ``scratch`` ``(3, dim)``.
+    """
+    data, work, dim, equation, scratch = params
+    x, v = state[:dim], state[dim : 2 * dim]
     for i in range(dim):
-        out[i] = state[dim + i]
-    return acceleration(data, state[:dim], state[dim:], out[dim:], work)
+        out[i] = v[i]
+    if not acceleration(data, x, v, out[dim : 2 * dim], work):
+        return False
+    width = 2 * dim if equation == 0 else dim
+    for start in range(2 * dim, len(state), width):
+        rider, derivative = state[start : start + width], out[start : start + width]
+        if equation == 0:
+            for i in range(dim):
+                derivative[i] = rider[dim + i]
+            if not acceleration_derivative(data, x, v, rider[:dim], rider[dim:], derivative[dim:], work):
+                return False
+        elif not _transport(data, x, v, rider, derivative, work, scratch):
+            return False
+    return True
+
+
+@refcount_free
+def _transport(data, x, v, vector, out, work, scratch):
+    r""":math:`-\Gamma(v, V)` into ``out`` by polarization of the acceleration (:func:`~riemlocal.numerics._riders.christoffel_polarization`)."""
+    norm_v = norm_r = 0.0
+    for i in range(len(v)):
+        norm_v += v[i] * v[i]
+        norm_r += vector[i] * vector[i]
+    if norm_v == 0.0 or norm_r == 0.0:
+        for i in range(len(v)):
+            out[i] = 0.0
+        return True
+    alpha = math.sqrt(norm_v) / math.sqrt(norm_r)
+    for i in range(len(v)):
+        scratch[0, i] = v[i] + alpha * vector[i]
+        scratch[1, i] = v[i] - alpha * vector[i]
+    if not acceleration(data, x, scratch[0], out, work) or not acceleration(data, x, scratch[1], scratch[2], work):
+        return False
+    for i in range(len(v)):
+        out[i] = (out[i] - scratch[2, i]) / (4.0 * alpha)
+    return True
 
 
 @cached_njit

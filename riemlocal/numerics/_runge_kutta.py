@@ -185,14 +185,16 @@ def _compiled_initial_step(params, y, f, rtol, atol, work, f_work):
 
 
 @cached_njit
-def compiled_dormand_prince(data, y0, times, rtol, atol, max_step):
-    """:func:`dormand_prince` compiled for the geodesics of a field with capability data ``data`` (its ``acceleration``), one row after the other.
+def compiled_dormand_prince(data, y0, times, rtol, atol, max_step, dim, equation):
+    """:func:`dormand_prince` compiled for the geodesics of a field with capability data ``data``, one row after the other.
 
-    The same steps, step-size control and landing on output times as the
-    numpy integrator, so both give the same rows to rounding. Returns the rows
-    at ``times`` and a status: 0 done, 1 the right-hand side failed, 2 a step fell below round-off.
+    Rows ``[x, v, riders]`` of ``2 dim`` numbers and riders of ``equation``
+    (:func:`~riemlocal.numerics.geodesic_rhs`). The same steps, step-size control and
+    landing on output times as the numpy integrator, so both give the same rows to
+    rounding. Returns the rows at ``times`` and a status: 0 done, 1 the right-hand
+    side failed, 2 a step fell below round-off.
     """
-    params = (data, point_work(data))
+    params = (data, point_work(data), dim, equation, np.empty((3, dim)))
     batch, n = y0.shape
     out = np.empty((batch, len(times), n))
     stages = np.empty((7, n))

@@ -35,6 +35,7 @@ from ._compiled_log import FAILED, NEEDS_LEVEL, compiled_log_pairs, laplacian_le
 from ._energy import curve_energy, initial_velocity, polyline_length, refine
 from ._minimize import METHODS, UNRESOLVED, extrapolate_levels, resolve_method
 from ._routes import CHECK_BLEND, CHECK_LATTICE_NODES, SHARP_BLEND, blend_sharpness, center_graph, detour_routes, lattice_routes, resample, shortest_path
+from ._riders import EQUATIONS, rider_rhs, rider_width
 from ._runge_kutta import compiled_dormand_prince, dormand_prince
 from ._tolerances import EXP_ATOL_FACTOR, INTEGRATION_RTOL, RTOL, integration_tolerances
 
@@ -72,21 +73,29 @@ def integrate_geodesic(field, tangent_vec, base_point, t_eval=(1.0,), rtol=INTEG
     ndarray of shape (batch, len(t_eval), dim)
     """
     rtol, atol = integration_tolerances(rtol, atol)
-    batch, dim = base_point.shape
     times, position = np.unique(np.asarray(t_eval, dtype=float), return_inverse=True)
-    initial = np.concatenate([base_point, tangent_vec], axis=1)
-    data = compiled_data(field, batch) if compiled else None
+    states = _integrate_states(field, np.concatenate([base_point, tangent_vec], axis=1), times, rtol, atol, max_step, compiled)
+    return states[:, position, : field.dim]
+
+
+def _integrate_states(field, initial, times, rtol, atol, max_step, compiled, equation="jacobi"):
+    """Rows ``[x, v, riders of equation]`` ``(batch, n)`` at increasing ``times``: compiled where the field declares it
+    (and it is the faster path), else, or where the compiled evaluation fails, by the numpy right-hand sides."""
+    dim = field.dim
+    evaluations = len(initial) * (1 + (initial.shape[1] - 2 * dim) // rider_width(equation, dim))  # of the acceleration or its derivative
+    data = compiled_data(field, evaluations) if compiled else None
     if data is not None:
-        states, status = compiled_dormand_prince(data, initial, times, rtol, atol, max_step)
+        states, status = compiled_dormand_prince(data, initial, times, rtol, atol, max_step, dim, EQUATIONS[equation])
         if status == 0:
-            return states[:, position, :dim]  # else the numpy path raises the error that explains the failure
+            return states  # else the numpy path raises the error that explains the failure
+    carried = rider_rhs(field, equation)
 
     def rhs(state):
-        position, velocity = state[:, :dim], state[:, dim:]
-        return np.concatenate([velocity, field._acceleration(velocity, position)], axis=1)
+        position, velocity, riders = state[:, :dim], state[:, dim : 2 * dim], state[:, 2 * dim :]
+        parts = [velocity, field._acceleration(velocity, position)] + ([carried(position, velocity, riders)] if riders.shape[1] else [])
+        return np.concatenate(parts, axis=1)
 
-    states = dormand_prince(rhs, initial, times, rtol, atol, max_step)
-    return states[:, position, :dim]
+    return dormand_prince(rhs, initial, times, rtol, atol, max_step)
 
 
 def _broadcast_pairs(first, second, names, dim):
@@ -195,37 +204,37 @@ class ODEExpSolver:
 
         return path
 
-    def integrate_with(self, rider_rhs, tangent_vec, base_point, riders, t_eval=(1.0,)):
-        r"""Integrate geodesics together with riders, states carried along them (parallel transport, Jacobi fields).
+    def integrate_with(self, equation, tangent_vec, base_point, riders, t_eval=(1.0,)):
+        r"""Integrate geodesics together with riders, states carried along them (Jacobi fields, parallel transport).
 
-        Each row ``[x, v, r]`` (a geodesic and its riders) is one problem of
-        :func:`~riemlocal.numerics.dormand_prince` at :attr:`tolerances`, with its own
-        step size; rows are batched in chunks of ``chunk_size`` (workers: ``n_jobs``).
+        Each row ``[x, v, r]`` (a geodesic and its riders) is one problem of the
+        Dormand--Prince integrator at :attr:`tolerances`, with its own step size, compiled
+        like :meth:`exp` where the field declares it; rows are batched in chunks of
+        ``chunk_size`` (workers: ``n_jobs``).
 
         Parameters
         ----------
-        rider_rhs : callable
-            ``rider_rhs(x, v, r)`` -> :math:`r'`, for validated rows ``(k, dim)``, ``(k, dim)`` and ``(k, n_riders)``.
+        equation : {"jacobi", "transport"}
+            What the riders obey (:mod:`~riemlocal.numerics._riders`): ``[J, J']`` of the
+            variational equation, or vectors parallel-transported.
         tangent_vec, base_point : ndarray of shape (batch, dim)
-        riders : ndarray of shape (batch, n_riders)
-            Initial riders.
+        riders : ndarray of shape (batch, m * width)
+            Initial riders, ``m`` per geodesic of ``width`` ``2 dim`` (``"jacobi"``) or ``dim`` (``"transport"``).
         t_eval : sequence of float
             Times (>= 0) at which to return the riders.
 
         Returns
         -------
-        ndarray of shape (batch, len(t_eval), n_riders)
+        ndarray of shape (batch, len(t_eval), m * width)
         """
         self._check()
         dim = self.field.dim
+        rider_width(equation, dim)
         times, position = np.unique(np.asarray(t_eval, dtype=float), return_inverse=True)
 
-        def rhs(state):
-            x, v = state[:, :dim], state[:, dim : 2 * dim]
-            return np.concatenate([v, self.field.geodesic_acceleration(v, x), rider_rhs(x, v, state[:, 2 * dim :])], axis=1)
-
         def solve(x, velocity_and_riders):
-            states = dormand_prince(rhs, np.concatenate([x, velocity_and_riders], axis=1), times, *self.tolerances)
+            initial = np.concatenate([x, velocity_and_riders], axis=1)
+            states = _integrate_states(self.field, initial, times, *self.tolerances, np.inf, self.compiled, equation)
             return (states[:, position, 2 * dim :],)
 
         initial = np.concatenate([tangent_vec, riders], axis=1)
