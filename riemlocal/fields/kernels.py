@@ -309,7 +309,9 @@ def rbf_acceleration(kernel, x, v, out, work):
 
     :math:`M c'' = -\tfrac{1}{\sigma} \sum_r [\tilde q_r h_r - 2 \tilde \nu_r M_r v]` with
     :math:`q_r = v^T M_r v`, :math:`\nu_r = h_r \cdot v`, :math:`\tilde a_r = w_r (a_r - \bar a)`
-    (:meth:`RBFLocalField._acceleration`). ``work`` is :func:`rbf_work_space`; the Cholesky factor of :math:`M(x)` stays in ``work[4]``.
+    (:meth:`RBFLocalField._acceleration`). ``work`` is :func:`rbf_work_space`; what
+    :func:`rbf_acceleration_derivative` reuses stays there (the acceleration in ``work[5][0]``,
+    the Cholesky factor of :math:`M(x)` in ``work[4]``).
     """
     weights, half_grad, local, quadratics, metric = work[0], work[1], work[2], work[3], work[4]
     if not rbf_weights(kernel, x, weights, half_grad):
@@ -325,7 +327,11 @@ def rbf_acceleration(kernel, x, v, out, work):
         for i in range(dim):
             out[i] += spread_q * half_grad[r, i] + spread_nu * local[r, i]
     rbf_metric(kernel, weights, metric)
-    return cholesky_solve(metric, out)
+    if not cholesky_solve(metric, out):
+        return False
+    for i in range(dim):
+        work[5][0, i] = out[i]
+    return True
 
 
 def _work_space(kernel):
@@ -364,12 +370,11 @@ def rbf_acceleration_derivative(kernel, x, v, dx, dv, out, work):
     r"""Directional derivative of the geodesic acceleration, :meth:`RBFLocalField.acceleration_derivative`, into ``out``.
 
     The same terms as the numpy method (:math:`c_r = g_r - \bar g`, :math:`\kappa_r = c_r \cdot \delta x`,
-    :math:`\nu_r = c_r \cdot v`, :math:`\eta_r = c_r \cdot \delta v`, :math:`\tilde a_r = w_r (a_r - \bar a)`), solved
-    with the Cholesky factor of :math:`M(x)` left by :func:`rbf_acceleration`. False on failure.
+    :math:`\nu_r = c_r \cdot v`, :math:`\eta_r = c_r \cdot \delta v`, :math:`\tilde a_r = w_r (a_r - \bar a)`), from
+    what :func:`rbf_acceleration` at ``(x, v)`` left in ``work`` (the weights, :math:`M_r v`, the acceleration and
+    the Cholesky factor of :math:`M(x)`), so that the Jacobi fields of one geodesic share them.
     """
     vectors = work[5]  # rows: the acceleration, the mean half-gradient
-    if not rbf_acceleration(kernel, x, v, vectors[0], work):
-        return False
     weights, half_grad, local, quadratics, factor, slopes, scalars = work[0], work[1], work[2], work[3], work[4], work[6], work[7]
     metrics, sigma, own = kernel.metrics, kernel.sigma, kernel.own_proximity
     n_centers, dim = kernel.centers.shape

@@ -15,7 +15,7 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils.validation import check_is_fitted, validate_data
 from tqdm.auto import tqdm
 
-from ..distances import pairwise_distances
+from ..numerics import polyline_length
 from ..utils.optimize import ARMIJO, MAX_STALLS, ROUND_OFF
 from ..utils.parallel import with_one_blas_thread
 from ..utils.validation import check_int, check_n_jobs, check_not_text, check_params, check_points, check_tolerance, check_weights, options
@@ -25,6 +25,8 @@ __all__ = ["FrechetMean", "given_mean"]
 
 _MIN_KARCHER_STEP = 2.0**-30
 _MEDOID_CANDIDATES = 64  # data points tried as the medoid start (n_candidates x n_samples straight lines)
+_LINE_SUBDIVISIONS = 8  # Gauss pieces per straight line of the medoid start (a start, not a reported number)
+_LINE_POINTS = 2**14  # straight lines x subdivisions per polyline_length call
 
 
 def given_mean(mean, dim):
@@ -71,10 +73,11 @@ class FrechetMean(BaseEstimator):
     ``init`` (or the weighted coordinate mean). Further starts: the weighted
     coordinate mean when ``init`` is given, and, on a space with a ``field``, the
     *line medoid*, the data point with the smallest weighted sum of squared
-    straight-line lengths (:func:`~riemlocal.distances.pairwise_distances`,
-    ``rule="line"``, among at most 64 evenly spaced data points). A further start
-    is run only when the best run so far did not converge or when its straight-line
-    objective, an upper bound of :math:`f` there, is already below that run's
+    straight-line lengths (:func:`~riemlocal.numerics.polyline_length`, 4-point
+    Gauss--Legendre on 8 pieces per line, among at most 64 evenly spaced data points).
+    A further start is run only when the best run so far did not converge or when its
+    straight-line objective, an upper bound of :math:`f` there (to the accuracy of that
+    quadrature), is already below that run's
     minimum, so that its run must end lower; the run with the smallest objective
     (the solver's certified rms distance) is kept. A better minimum whose basin
     holds no such start is not searched for.
@@ -238,16 +241,22 @@ class FrechetMean(BaseEstimator):
         return self
 
     def _other_starts(self, X, weights, first):
-        r"""Starts after ``first``, each with an upper bound of the objective :math:`\sum_i w_i d^2` there (inf if unknown).
+        r"""Starts after ``first``, each with the objective :math:`\sum_i w_i d^2` bounded by straight lines (inf if unknown).
 
         The weighted coordinate mean when ``init`` is given, and, on a space with a ``field``, the data
-        point with the smallest weighted sum of squared straight-line lengths (``rule="line"``, which bound
-        the distances from above) among at most ``_MEDOID_CANDIDATES`` evenly spaced data points.
+        point with the smallest weighted sum of squared straight-line lengths (which bound the distances
+        from above; by :func:`~riemlocal.numerics.polyline_length` with ``_LINE_SUBDIVISIONS`` pieces)
+        among at most ``_MEDOID_CANDIDATES`` evenly spaced data points.
         """
         field = getattr(self.space, "field", None)
+        per_call = max(1, _LINE_POINTS // (len(X) * _LINE_SUBDIVISIONS))
 
         def objectives(points):  # the straight-line bounds at each of ``points``
-            return pairwise_distances(field, points, X, rule="line", squared=True, n_jobs=self.n_jobs) @ weights
+            values = []
+            for chunk in range(0, len(points), per_call):
+                lines = np.stack(np.broadcast_arrays(points[chunk : chunk + per_call, None], X[None]), axis=2)  # (n, len(X), 2, dim)
+                values.append(polyline_length(field, lines, _LINE_SUBDIVISIONS) ** 2 @ weights)
+            return np.concatenate(values)
 
         starts = [] if self.init is None else [self._coordinate_mean(X, weights)]
         if field is None:

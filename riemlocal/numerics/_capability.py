@@ -15,7 +15,7 @@ evaluator                                                      what it computes 
 ``point_work(data)``                                           work arrays of the point evaluators
 ``point_metric(data, x, metric, work)``                        :math:`M(x)` into ``metric`` ``(dim, dim)``
 ``acceleration(data, x, v, out, work)``                        the geodesic acceleration :math:`c'' = -\Gamma(v, v)` at ``x`` into ``out``
-``acceleration_derivative(data, x, v, dx, dv, out, work)``     its derivative along :math:`(\delta x, \delta v)` (Jacobi fields)
+``acceleration_derivative(data, x, v, dx, dv, out, work)``     its derivative along :math:`(\delta x, \delta v)` (Jacobi fields), called after ``acceleration`` at ``(x, v)`` with the same ``work``
 ``curve_work(data, n_segments)``                               work arrays of the curve evaluators, for up to ``n_segments`` segments
 ``curve_terms(data, curve, work, terms)``                      :math:`M(m_s) d_s` and :math:`\nabla_x (d^T M(x) d)` at the midpoints, ``(2, dim, N)``
 ``curve_hessian(data, n_segments, work, blocks)``              the blocks :math:`C, K, A` of the second derivatives of the last ``curve_terms``
@@ -106,7 +106,9 @@ point_work = _evaluator("point_work", "data", "Work arrays of the point evaluato
 point_metric = _evaluator("point_metric", "data, x, metric, work", ":math:`M(x)` into ``metric``; False on failure.")
 acceleration = _evaluator("acceleration", "data, x, v, out, work", "Geodesic acceleration at ``x`` with velocity ``v`` into ``out``; False on failure.")
 acceleration_derivative = _evaluator(
-    "acceleration_derivative", "data, x, v, dx, dv, out, work", "Derivative of the acceleration along ``(dx, dv)`` into ``out``; False on failure."
+    "acceleration_derivative",
+    "data, x, v, dx, dv, out, work",
+    "Derivative of the acceleration along ``(dx, dv)`` into ``out``, after :func:`acceleration` at ``(x, v)`` on ``work``; False on failure.",
 )
 curve_work = _evaluator("curve_work", "data, n_segments", "Work arrays of the curve evaluators for up to ``n_segments`` segments.")
 curve_terms = _evaluator("curve_terms", "data, curve, work, terms", "Segment terms of a curve into ``terms`` ``(2, dim, N)``; False on failure.")
@@ -207,7 +209,7 @@ def acceleration_derivatives(data, x, v, dx, dv):
     """:func:`acceleration_derivative` for rows ``(n, dim)``; also whether every row succeeded."""
     out, work = np.empty_like(x), point_work(data)
     for n in range(len(x)):
-        if not acceleration_derivative(data, x[n], v[n], dx[n], dv[n], out[n], work):
+        if not acceleration(data, x[n], v[n], out[n], work) or not acceleration_derivative(data, x[n], v[n], dx[n], dv[n], out[n], work):
             return out, False
     return out, True
 

@@ -82,8 +82,9 @@ def _integrate_states(field, initial, times, rtol, atol, max_step, compiled, equ
     """Rows ``[x, v, riders of equation]`` ``(batch, n)`` at increasing ``times``: compiled where the field declares it
     (and it is the faster path), else, or where the compiled evaluation fails, by the numpy right-hand sides."""
     dim = field.dim
-    evaluations = len(initial) * (1 + (initial.shape[1] - 2 * dim) // rider_width(equation, dim))  # of the acceleration or its derivative
-    data = compiled_data(field, evaluations) if compiled else None
+    # with riders, compiled wherever one point evaluation is (they share its work; numpy repeats it per rider):
+    # 40 geodesics x 35 Jacobi fields at dim = 35, R = 10: 2.1 s against 2.5 s; 64 x 10 at dim = 10: 0.12 s against 0.37 s
+    data = compiled_data(field, len(initial) if initial.shape[1] == 2 * dim else 1) if compiled else None
     if data is not None:
         states, status = compiled_dormand_prince(data, initial, times, rtol, atol, max_step, dim, EQUATIONS[equation])
         if status == 0:
