@@ -19,7 +19,15 @@ from riemlocal.fields.kernels import (
     rbf_weights,
     rbf_work_space,
 )
-from riemlocal.numerics import COMPILED_MAX_WORK, CURVE_MAX_DIM, ODEExpSolver, compiled_data, integrate_geodesic, trapezoid_energy
+from riemlocal.numerics import (
+    COMPILED_MAX_WORK,
+    CURVE_MAX_DIM,
+    ODEExpSolver,
+    compiled_data,
+    integrate_geodesic,
+    metric_quadratics,
+    trapezoid_energy,
+)
 from riemlocal.utils.compiled import exp_nonpositive
 
 
@@ -159,6 +167,17 @@ def test_compiled_riders_equal_numpy_path(dim, equation):
         assert np.abs(compiled - riders[:, None]).max() > 1e-3  # they moved
     with pytest.raises(ValueError, match="equation must be one of"):
         ODEExpSolver(field).integrate_with("curvature", v, x, riders)
+
+
+@pytest.mark.parametrize("dim", [1, 4])
+def test_compiled_metric_quadratics_equal_numpy(dim):
+    """``v^T M(x) v`` by the compiled point metric (``polyline_length`` along curves) and by numpy: equal to 1e-12."""
+    rng = np.random.default_rng(30 + dim)
+    x, v = rng.normal(size=(2, 50, dim))
+    for field in rbf_fields(dim, seed=dim):
+        compiled, done = metric_quadratics(field.capability.data, x, v)
+        assert done
+        assert relative(compiled, np.einsum("nd,nd->n", v, field.metric_vector_product(v, x))) < 1e-12
 
 
 def test_solver_and_manifold_option():

@@ -18,7 +18,7 @@ from riemlocal import LearnedMetricManifold, SmoothLocalField
 from riemlocal.distances import distance
 from riemlocal.learners import LDAMetric
 from riemlocal.numerics import EnergyLogSolver, polyline_length
-from riemlocal.numerics._solvers import _object_array
+from riemlocal.numerics._solvers import CURVE_SUBDIVISIONS, RANK_RESOLUTION, _object_array, _route_lengths
 from riemlocal.numerics._routes import DETOURS, GRAPH_NEIGHBOURS, WAYPOINTS, center_graph, detour_routes, sharp_blend
 from riemlocal.placement import LocalMetrics
 from test_compiled import random_spd
@@ -300,3 +300,18 @@ def test_a_distance_matrix_has_no_distance_above_a_path_through_its_other_points
     np.testing.assert_allclose(result.length, truth.length, rtol=1e-6)
     by_hops = truth.length[0] + truth.length[2]
     assert truth.length[1] < by_hops < 1.3 * truth.length[1]  # the path through the middle point is what disproves it
+
+
+def test_candidate_routes_are_ranked_by_lengths_resolved_where_the_field_needs_it():
+    """Two Gauss pieces per segment where they agree with one, ``CURVE_SUBDIVISIONS`` where they do not: here within
+    ``RANK_RESOLUTION`` of the fine lengths, while the two-piece length alone is off by more on half the routes."""
+    field = _sharp_field(3)
+    rng = np.random.default_rng(7)
+    walks = np.cumsum(rng.normal(scale=0.15, size=(20, 17, 2)), axis=1)  # routes of 16 segments crossing sharp transitions
+    lines = walks[:, :1] + np.linspace(0.0, 1.0, 17)[:, None] * (walks[:, -1:] - walks[:, :1])
+    curves = np.concatenate([walks, lines])
+    fine, two = polyline_length(field, curves, CURVE_SUBDIVISIONS), polyline_length(field, curves, 2)
+    ranked = _route_lengths(field, curves)
+    assert np.all(np.abs(ranked - fine) <= RANK_RESOLUTION * fine)
+    assert np.sum(np.abs(two - fine) > 2 * RANK_RESOLUTION * fine) >= 10  # the fine quadrature was needed there
+    assert np.sum(ranked == two) >= 10  # and not everywhere

@@ -57,6 +57,7 @@ __all__ = [
     "relative_to",
     "geodesic_rhs",
     "accelerations",
+    "metric_quadratics",
     "acceleration_derivatives",
     "segment_energy_terms",
 ]
@@ -192,6 +193,24 @@ def _transport(data, x, v, vector, out, work, scratch):
     for i in range(len(v)):
         out[i] = (out[i] - scratch[2, i]) / (4.0 * alpha)
     return True
+
+
+@cached_njit
+def metric_quadratics(data, points, vectors):
+    """:math:`v^T M(x) v` for rows ``(n, dim)`` of points and vectors (:func:`point_metric`); also whether every row succeeded."""
+    n, dim = points.shape
+    out, metric, work = np.empty(n), np.empty((dim, dim)), point_work(data)
+    for k in range(n):
+        if not point_metric(data, points[k], metric, work):
+            return out, False
+        total = 0.0
+        for i in range(dim):
+            row = 0.0
+            for j in range(dim):
+                row += metric[i, j] * vectors[k, j]
+            total += row * vectors[k, i]
+        out[k] = total
+    return out, True
 
 
 @cached_njit
