@@ -21,12 +21,13 @@ it is run on iris only and on a random subset of ``--none-pairs`` pairs.
 Run: ``python benchmarks/bench_learned_fields.py [--datasets iris wine digits]
 [--max-condition none 10 100] [--n-jobs 2]``. Prints a markdown table.
 
-Measured on 2 cores shared with other jobs (load about 5), seconds per
-direction: iris 420 for 60 pairs unbounded (60 % certified), 4.6 / 6.8 for
-all 1770 pairs at ``max_condition`` 10 / 100; wine 16 / 29; digits (10-D,
-1797 centers) 132 / 234, (200 samples) 19 / 23; all certified when bounded.
+Measured with 2 workers on a quiet machine, seconds per direction: iris 4.9-5.8 / 48
+at ``max_condition`` 10 / 100, wine 6.7-7.0 / 92; all certified. At 100 the search for
+shorter routes dominates (pairs that need more than 64 segments). Earlier, on 2 cores
+shared with other jobs (load about 5): iris 420 for 60 pairs unbounded (60 % certified);
+digits (10-D, 1797 centers) 132 / 234, (200 samples) 19 / 23, before the route search.
 At 100 the two directions of a pair can differ by slightly more than ``rtol``
-(wine, digits): the error estimate of some pairs stopped at 32 segments is
+(wine, 1.02 ``rtol``): the error estimate of some pairs stopped at 32 segments is
 too small.
 """
 
