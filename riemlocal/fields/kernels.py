@@ -407,17 +407,15 @@ def rbf_acceleration_derivative(kernel, x, v, dx, dv, out, work):
         quadratics[1, r] = cross  # p_r = (M_r v) . dv (nu_r of the acceleration is no longer needed)
         mean_mixed += weights[r] * mixed
         mean_cross += weights[r] * cross
+    combined = vectors[1]  # kappa a + nu dv, multiplied by M_r once (the mean half-gradient is no longer needed)
     for r in range(n_centers):
         centered_mixed = weights[r] * (scalars[3, r] - mean_mixed)
         centered_cross = weights[r] * (quadratics[1, r] - mean_cross)
         kappa, nu, eta = weights[r] * scalars[0, r], weights[r] * scalars[1, r], weights[r] * scalars[2, r]
+        for j in range(dim):
+            combined[j] = kappa * vectors[0, j] + nu * dv[j]
         for i in range(dim):
-            out[i] += (
-                centered_cross * slopes[r, i]
-                - (centered_mixed + eta) * local[r, i]
-                - kappa * _local_product(metrics, r, vectors[0], i)
-                - nu * _local_product(metrics, r, dv, i)
-            )
+            out[i] += centered_cross * slopes[r, i] - (centered_mixed + eta) * local[r, i] - _local_product(metrics, r, combined, i)
     factored_solve(factor, out)
     return True
 
