@@ -167,6 +167,9 @@ def test_compiled_riders_equal_numpy_path(dim, equation):
         assert np.abs(compiled - riders[:, None]).max() > 1e-3  # they moved
     with pytest.raises(ValueError, match="equation must be one of"):
         ODEExpSolver(field).integrate_with("curvature", v, x, riders)
+    for bad in [riders[:2]] + ([riders[:, :-1]] if width > 1 else []):  # a partial rider would be read past its end
+        with pytest.raises(ValueError, match=r"riders must have shape \(batch, m \* "):
+            ODEExpSolver(field).integrate_with(equation, v, x, bad)
 
 
 @pytest.mark.parametrize("dim", [1, 4])

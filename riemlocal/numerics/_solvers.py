@@ -82,18 +82,18 @@ def _integrate_states(field, initial, times, rtol, atol, max_step, compiled, equ
     """Rows ``[x, v, riders of equation]`` ``(batch, n)`` at increasing ``times``: compiled where the field declares it
     (and it is the faster path), else, or where the compiled evaluation fails, by the numpy right-hand sides."""
     dim = field.dim
+    carried = rider_rhs(field, equation) if initial.shape[1] > 2 * dim else None
     # with riders, compiled wherever one point evaluation is (they share its work; numpy repeats it per rider):
     # 40 geodesics x 35 Jacobi fields at dim = 35, R = 10: 2.1 s against 2.5 s; 64 x 10 at dim = 10: 0.12 s against 0.37 s
-    data = compiled_data(field, len(initial) if initial.shape[1] == 2 * dim else 1) if compiled else None
+    data = compiled_data(field, 1 if carried else len(initial)) if compiled else None
     if data is not None:
         states, status = compiled_dormand_prince(data, initial, times, rtol, atol, max_step, dim, EQUATIONS[equation])
         if status == 0:
             return states  # else the numpy path raises the error that explains the failure
-    carried = rider_rhs(field, equation)
 
     def rhs(state):
-        position, velocity, riders = state[:, :dim], state[:, dim : 2 * dim], state[:, 2 * dim :]
-        parts = [velocity, field._acceleration(velocity, position)] + ([carried(position, velocity, riders)] if riders.shape[1] else [])
+        position, velocity = state[:, :dim], state[:, dim : 2 * dim]
+        parts = [velocity, field._acceleration(velocity, position)] + ([carried(position, velocity, state[:, 2 * dim :])] if carried else [])
         return np.concatenate(parts, axis=1)
 
     return dormand_prince(rhs, initial, times, rtol, atol, max_step)
@@ -230,7 +230,9 @@ class ODEExpSolver:
         """
         self._check()
         dim = self.field.dim
-        rider_width(equation, dim)
+        width, riders = rider_width(equation, dim), np.asarray(riders, dtype=float)
+        if riders.ndim != 2 or len(riders) != len(tangent_vec) or riders.shape[1] % width:
+            raise ValueError(f"riders must have shape (batch, m * {width}) for {equation!r} riders at dim = {dim}, got {riders.shape}")
         times, position = np.unique(np.asarray(t_eval, dtype=float), return_inverse=True)
 
         def solve(x, velocity_and_riders):
