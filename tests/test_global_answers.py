@@ -19,7 +19,7 @@ from riemlocal.distances import distance
 from riemlocal.learners import LDAMetric
 from riemlocal.numerics import EnergyLogSolver, polyline_length
 from riemlocal.numerics._solvers import CURVE_SUBDIVISIONS, RANK_RESOLUTION, _object_array, _route_lengths
-from riemlocal.numerics._routes import DETOURS, GRAPH_NEIGHBOURS, WAYPOINTS, center_graph, detour_routes, sharp_blend
+from riemlocal.numerics._routes import CHECK_BLEND, DETOURS, GRAPH_NEIGHBOURS, WAYPOINTS, FieldLattice, blend_sharpness, center_graph, detour_routes, sharp_blend
 from riemlocal.placement import LocalMetrics
 from test_compiled import random_spd
 
@@ -149,6 +149,8 @@ BENCHMARK_PAIRS = [
     (100.0, 2.0, [0, 2, 100, 20, 1], [-1.644059, 0.36653], [0.4136, 0.016578], 5.39057369),
     (100.0, 2.0, [1, 2, 100, 20, 1], [-0.368406, 1.48028], [-0.583845, 1.964098], 2.82436872),
     (1000.0, 0.5, [0, 2, 1000, 5, 1], [-0.09654, 0.132823], [-0.55494, 1.739421], 7.67725806),
+    # a smooth field (sharpness 0.13: no lattice check) where the straight start certified a route 1.9% too long at 64 segments
+    (10.0, 2.0, [0, 2, 10, 20, 1], [1.095128, 1.127576], [-1.73869, 1.817762], 5.93744276),
 ]
 
 
@@ -315,3 +317,49 @@ def test_candidate_routes_are_ranked_by_lengths_resolved_where_the_field_needs_i
     assert np.all(np.abs(ranked - fine) <= RANK_RESOLUTION * fine)
     assert np.sum(np.abs(two - fine) > 2 * RANK_RESOLUTION * fine) >= 10  # the fine quadrature was needed there
     assert np.sum(ranked == two) >= 10  # and not everywhere
+
+
+def _hill_field():
+    """A steep hill (20 I) between two flat centers, a lower ridge (3 I) above it: two routes around the hill."""
+    centers = np.array([[0.0, 0.0], [0.0, 1.2], [-2.0, 0.0], [2.0, 0.0], [0.0, -2.0], [0.0, 2.5]])
+    metrics = np.array([20.0 * np.eye(2), 3.0 * np.eye(2)] + [np.eye(2)] * 4)
+    return SmoothLocalField(centers, metrics, rho=1.0)
+
+
+def test_the_screen_finds_the_other_side_of_a_hill_on_a_smooth_field(monkeypatch):
+    """The straight start, just above the hill, certifies the route over the ridge at 64 segments (4.923); the
+    route below the hill is 8% shorter. The field is smooth (no lattice check), so only the screen sees it."""
+    field = _hill_field()
+    assert blend_sharpness(field) < CHECK_BLEND
+    a, b = np.array([-2.0, 0.2]), np.array([2.0, 0.2])
+    result = EnergyLogSolver(field).solve(b, a)
+    curve = result.curves[()]
+    assert result.converged and curve[len(curve) // 2, 1] < -0.5  # below the hill
+    np.testing.assert_allclose(result.length, 4.534217, rtol=1e-5)
+    assert polyline_length(field, curve[None], CURVE_SUBDIVISIONS)[0] == pytest.approx(result.length, rel=1e-4)
+    monkeypatch.setattr(EnergyLogSolver, "_screen_routes", lambda *args: False)
+    local = EnergyLogSolver(field).solve(b, a)  # without the screen: the route over the ridge, certified
+    assert local.converged and local.n_segments == 64 and local.length > 1.08 * result.length
+
+
+def test_the_field_lattice_routes_are_shortest_paths_of_its_graph():
+    """On a constant metric the lattice's route lengths are never below the metric lengths and at most the excess
+    of its 16 directions (3%) above them, plus the legs to the nearest nodes (half a cell's diagonal at each end,
+    itself up to 3% longer by the lattice); its paths run between the nodes it reports, by lattice steps."""
+    metric = np.array([[1.0, 0.5], [0.5, 4.0]])
+    field = SmoothLocalField(np.array([[0.0, 0.0], [1.0, 0.0], [0.0, 2.0]]), np.array([metric] * 3))
+    lattice = FieldLattice(field)
+    rng = np.random.default_rng(0)
+    a, b = rng.uniform(-0.5, 1.5, (2, 50, 2))
+    metrics = np.broadcast_to(metric, (50, 2, 2))
+    lengths, start, end = lattice.route_lengths(lattice.near(a, metrics), lattice.near(b, metrics))
+    exact = np.sqrt(np.einsum("nd,de,ne->n", b - a, metric, b - a))
+    diagonal = np.sqrt(lattice.step @ metric @ lattice.step)
+    assert np.all(lengths >= exact * (1 - 1e-12)) and np.all(lengths <= 1.03 * (exact + diagonal))
+    paths = lattice.paths(start, end)
+    np.testing.assert_array_equal(paths[:, 0], lattice.nodes[end])
+    np.testing.assert_array_equal(paths[:, -1], lattice.nodes[start])
+    hops = np.diff(paths, axis=1) / lattice.step
+    assert np.all(np.abs(np.rint(hops) - hops) < 1e-9) and np.abs(np.rint(hops)).max() == 2  # steps of the lattice
+    far = lattice.near(np.array([[50.0, 50.0]]), metric[None])
+    assert np.isinf(lattice.route_lengths(far, lattice.near(a[:1], metrics[:1]))[0][0])  # off the lattice: no route

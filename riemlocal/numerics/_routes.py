@@ -20,13 +20,15 @@ from scipy.spatial import KDTree
 
 from ._energy import polyline_length
 
-__all__ = ["LATTICE_NODES", "CHECK_LATTICE_NODES", "SHARP_BLEND", "CHECK_BLEND", "WAYPOINTS", "DETOURS", "GRAPH_NEIGHBOURS", "blend_sharpness", "center_graph", "detour_routes", "lattice_routes", "resample", "sharp_blend", "shortest_path"]
+__all__ = ["FieldLattice", "FIELD_LATTICE_MARGIN", "LATTICE_NODES", "CHECK_LATTICE_NODES", "SHARP_BLEND", "CHECK_BLEND", "WAYPOINTS", "DETOURS", "GRAPH_NEIGHBOURS", "blend_sharpness", "center_graph", "detour_routes", "lattice_routes", "resample", "sharp_blend", "shortest_path"]
 
 #: nodes per side of the lattice of :func:`lattice_routes`, and its neighbours: the 16 directions of steps
 #: (1, 0), (1, 1), (1, 2) and their symmetries (angles within 13 degrees of any direction)
 LATTICE_NODES = 65
-#: ... of the coarse lattice that checks every pair of a sharp two-dimensional field
+#: ... of the coarse lattice that checks every pair of a sharp two-dimensional field, and of :class:`FieldLattice`
 CHECK_LATTICE_NODES = 33
+#: :class:`FieldLattice` spans the centers' bounding box widened by this fraction of its diagonal on every side
+FIELD_LATTICE_MARGIN = 0.5
 _STEPS = ((0, 1), (1, 0), (1, 1), (1, -1), (1, 2), (2, 1), (1, -2), (2, -1))
 
 
@@ -79,6 +81,17 @@ def blend_sharpness(field):
     return float(np.max(np.divide(largest, change.sum(axis=1), out=np.zeros_like(largest), where=largest > SHARP_CHANGE)))
 
 
+def _lattice_edges(shape):
+    """The edges ``(first, second)`` of a lattice of ``shape`` nodes (row-major): steps of ``_STEPS``, each edge once."""
+    index = np.arange(shape[0] * shape[1]).reshape(shape)
+    first, second = [], []
+    for di, dj in _STEPS:
+        block = (slice(0, shape[0] - di), slice(max(0, -dj), shape[1] - max(0, dj)))
+        first.append(index[block].ravel())
+        second.append(index[di:, max(0, dj) : shape[1] + min(0, dj)][: shape[0] - di].ravel())
+    return np.concatenate(first), np.concatenate(second)
+
+
 def lattice_routes(field, base_point, point, n_nodes=LATTICE_NODES):
     """Shortest polylines from ``base_point`` to ``point`` (``(n, 2)`` each) on a lattice around each pair.
 
@@ -87,14 +100,7 @@ def lattice_routes(field, base_point, point, n_nodes=LATTICE_NODES):
     Returns a list of ``n`` polylines, each ``(k, 2)`` with its endpoints.
     """
     grid = np.indices((n_nodes, n_nodes)).reshape(2, -1).T
-    index = np.arange(n_nodes**2).reshape(n_nodes, n_nodes)
-    first, second = [], []
-    for di, dj in _STEPS:
-        rows = slice(0, n_nodes - di)
-        columns = slice(max(0, -dj), n_nodes - max(0, dj))
-        first.append(index[rows, columns].ravel())
-        second.append(index[di:, max(0, dj) : n_nodes + min(0, dj)][: n_nodes - di].ravel())
-    first, second = np.concatenate(first), np.concatenate(second)
+    first, second = _lattice_edges((n_nodes, n_nodes))
     routes = []
     for start, end in zip(base_point, point):
         low, high = np.minimum(start, end), np.maximum(start, end)
@@ -109,6 +115,62 @@ def lattice_routes(field, base_point, point, n_nodes=LATTICE_NODES):
         weights = polyline_length(field, np.stack([nodes[edge_first], nodes[edge_second]], axis=1), 2)
         routes.append(_shortest(nodes, edge_first, edge_second, weights))
     return routes
+
+
+class FieldLattice:
+    """All shortest routes of one coarse lattice over a two-dimensional field's centers: a cheap screen of every pair.
+
+    The lattice (``n_nodes`` per side, the edges of :func:`lattice_routes` weighted by
+    :func:`~riemlocal.numerics.polyline_length`) spans the centers' bounding box widened by
+    ``FIELD_LATTICE_MARGIN`` times its diagonal on every side. Dijkstra's algorithm runs from every
+    node once, when the lattice is built (33 nodes per side: about 0.25 s); then a route between
+    any two points costs a lookup. A point joins the lattice nodes within 2.5 steps by straight legs
+    whose lengths take the metric at the point, so route lengths are estimates, not bounds.
+    """
+
+    def __init__(self, field, n_nodes=CHECK_LATTICE_NODES):
+        centers = np.asarray(field.centers, dtype=float)
+        low, high = centers.min(axis=0), centers.max(axis=0)
+        spread = np.linalg.norm(high - low)
+        margin = FIELD_LATTICE_MARGIN * spread if spread > 0 else 1.0  # one center: a unit box around it
+        self.low, self.shape = low - margin, (n_nodes, n_nodes)
+        self.step = (high - low + 2 * margin) / (n_nodes - 1)
+        self.nodes = self.low + np.indices(self.shape).reshape(2, -1).T * self.step
+        first, second = _lattice_edges(self.shape)
+        weights = polyline_length(field, np.stack([self.nodes[first], self.nodes[second]], axis=1), 2)
+        graph = coo_array((weights, (first, second)), shape=(len(self.nodes),) * 2).tocsr()
+        self.lengths, self.predecessors = dijkstra(graph, directed=False, return_predecessors=True)
+        self._offsets = np.indices((6, 6)).reshape(2, -1).T - 2  # from the node below-left of a point: all within 2.5 steps
+
+    def near(self, points, metrics):
+        """The lattice nodes within 2.5 steps of ``points`` ``(n, 2)`` (metrics there ``(n, 2, 2)``): ``(n, 36)``
+        indices and the lengths of the legs to them (infinite for the indices that are none)."""
+        position = np.clip((points - self.low) / self.step, -3.0, max(self.shape) + 3.0)  # far points: off the lattice
+        grid = np.floor(position).astype(int)[:, None, :] + self._offsets
+        inside = np.all((grid >= 0) & (grid < self.shape), axis=2)
+        inside &= np.sum((grid - position[:, None]) ** 2, axis=2) <= 2.5**2
+        nodes = np.where(inside, grid[..., 0] * self.shape[1] + grid[..., 1], 0)
+        legs = self.nodes[nodes] - points[:, None]
+        return nodes, np.where(inside, np.sqrt(np.einsum("nkd,nde,nke->nk", legs, metrics, legs)), np.inf)
+
+    def route_lengths(self, start, end):
+        """Lengths of the shortest routes between the points of two :meth:`near` results (infinite where a point
+        is off the lattice), and the lattice nodes where each route enters and leaves it."""
+        (start_nodes, start_legs), (end_nodes, end_legs) = start, end
+        totals = start_legs[:, :, None] + self.lengths[start_nodes[:, :, None], end_nodes[:, None, :]] + end_legs[:, None, :]
+        best = totals.reshape(len(totals), -1).argmin(axis=1)
+        first, last = np.unravel_index(best, totals.shape[1:])
+        rows = np.arange(len(totals))
+        return totals.reshape(len(totals), -1)[rows, best], start_nodes[rows, first], end_nodes[rows, last]
+
+    def paths(self, start_node, end_node):
+        """The node positions of the lattice's shortest paths between nodes, ``(n, k, 2)``: from the end back to the
+        start, each padded with its start (all paths walked together, one step of each per round)."""
+        current, path = np.asarray(end_node), [self.nodes[end_node]]
+        while np.any(current != start_node):
+            current = np.where(current == start_node, current, self.predecessors[start_node, current])
+            path.append(self.nodes[current])
+        return np.stack(path, axis=1)
 
 
 def center_graph(field):
