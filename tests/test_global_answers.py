@@ -357,8 +357,8 @@ def test_the_field_lattice_routes_are_shortest_paths_of_its_graph():
     diagonal = np.sqrt(lattice.step @ metric @ lattice.step)
     assert np.all(lengths >= exact * (1 - 1e-12)) and np.all(lengths <= 1.03 * (exact + diagonal))
     paths = lattice.paths(start, end)
-    np.testing.assert_array_equal(paths[:, 0], lattice.nodes[end])
-    np.testing.assert_array_equal(paths[:, -1], lattice.nodes[start])
+    np.testing.assert_array_equal(paths[:, 0], lattice.nodes[start])
+    np.testing.assert_array_equal(paths[:, -1], lattice.nodes[end])
     hops = np.diff(paths, axis=1) / lattice.step
     assert np.all(np.abs(np.rint(hops) - hops) < 1e-9) and np.abs(np.rint(hops)).max() == 2  # steps of the lattice
     far = lattice.near(np.array([[50.0, 50.0]]), metric[None])

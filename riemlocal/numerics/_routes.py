@@ -164,13 +164,10 @@ class FieldLattice:
         return totals.reshape(len(totals), -1)[rows, best], start_nodes[rows, first], end_nodes[rows, last]
 
     def paths(self, start_node, end_node):
-        """The node positions of the lattice's shortest paths between nodes, ``(n, k, 2)``: from the end back to the
-        start, each padded with its start (all paths walked together, one step of each per round)."""
-        current, path = np.asarray(end_node), [self.nodes[end_node]]
-        while np.any(current != start_node):
-            current = np.where(current == start_node, current, self.predecessors[start_node, current])
-            path.append(self.nodes[current])
-        return np.stack(path, axis=1)
+        """The node positions of the lattice's shortest paths between nodes, ``(n, k, 2)``, each padded with its end."""
+        paths = [shortest_path(self.predecessors[start], end) for start, end in zip(start_node, end_node)]
+        longest = max(len(path) for path in paths)
+        return self.nodes[np.array([path + path[-1:] * (longest - len(path)) for path in paths])]
 
 
 def center_graph(field):

@@ -629,8 +629,9 @@ class EnergyLogSolver:
         if not len(rows) or getattr(self.field, "centers", None) is None:
             return False
         lattice = self._of_field(FieldLattice)
-        metrics = self.field.metric_matrix(np.stack([base_point[rows], point[rows]]))
-        lengths, start, end = lattice.route_lengths(lattice.near(base_point[rows], metrics[0]), lattice.near(point[rows], metrics[1]))
+        ends = np.concatenate([base_point[rows], point[rows]])
+        nodes, legs = lattice.near(ends, self.field.metric_matrix(ends))  # both ends at once
+        lengths, start, end = lattice.route_lengths((nodes[: len(rows)], legs[: len(rows)]), (nodes[len(rows) :], legs[len(rows) :]))
         candidates = np.flatnonzero(lengths < (1.0 + SCREEN_SLACK) * self._assess(outputs, log_rtol, rows)[1])
         if not len(candidates):
             return False
@@ -639,7 +640,7 @@ class EnergyLogSolver:
         curves = np.stack([curve[np.rint(samples * (len(curve) - 1)).astype(int)] for curve in outputs[6][rows[candidates]]])
         other = np.flatnonzero(_separation(paths / lattice.step, curves / lattice.step) > SCREEN_STEPS)
         if len(other):
-            routes = [np.concatenate([base_point[rows[k], None], path[::-1], point[rows[k], None]]) for k, path in zip(candidates[other], paths[other])]
+            routes = [np.concatenate([base_point[rows[k], None], path, point[rows[k], None]]) for k, path in zip(candidates[other], paths[other])]
             self._solve_shorter(outputs, point, base_point, log_rtol, rows[candidates[other]], routes)
         return bool(len(other))
 
