@@ -232,3 +232,22 @@ def test_bad_input_types():
         MetricField(0)
     with pytest.raises(NotImplementedError, match="metric_matrix"):
         MetricField(2).metric_matrix(np.zeros(2))
+
+
+def test_blends_of_many_centers_are_evaluated_in_chunks_of_at_least_min_chunk_points():
+    """R * dim = 9000: the cache budget alone would give chunks of 7 points; they hold MIN_CHUNK_POINTS, and the
+    chunked products, metrics and energy terms equal those of one point at a time."""
+    from riemlocal.fields._local import MIN_CHUNK_POINTS
+
+    rng = np.random.default_rng(3)
+    n_centers, dim, n_points = 300, 30, 40
+    factors = rng.normal(size=(n_centers, dim, 4))
+    field = SmoothLocalField(rng.normal(size=(n_centers, dim)), factors @ factors.transpose(0, 2, 1) + np.eye(dim), rho=0.05)
+    chunks = field._chunks(n_points)
+    assert [c.stop - c.start for c in chunks[:-1]] == [MIN_CHUNK_POINTS] * (len(chunks) - 1) and len(chunks) == 3
+    x, v = rng.normal(size=(2, n_points, dim))
+    together = field.metric_vector_product(v, x), field.metric_matrix(x), field.energy_terms(v, x)[1]
+    alone = [np.array([f(v[k : k + 1], x[k : k + 1])[0] for k in range(n_points)]) for f in (
+        field.metric_vector_product, lambda v, x: field.metric_matrix(x), lambda v, x: field.energy_terms(v, x)[1])]
+    for chunked, single in zip(together, alone):
+        np.testing.assert_allclose(chunked, single, rtol=1e-12, atol=1e-12 * np.abs(single).max())
