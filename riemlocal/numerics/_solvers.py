@@ -611,12 +611,13 @@ class EnergyLogSolver:
     def _screen_routes(self, outputs, point, base_point, log_rtol):
         """The screen of the pairs of a smooth two-dimensional field with centers whose levels disagreed past the third.
 
-        A pair certified with more than ``SCREEN_LEVELS_FACTOR`` times the first level's segments, but not hard
-        (:meth:`_search_routes`), is screened against the field's :class:`~riemlocal.numerics._routes.FieldLattice`:
-        where the lattice's shortest route between its ends, a lookup, is estimated less than ``1 + SCREEN_SLACK``
-        times the pair's distance and runs more than ``SCREEN_STEPS`` lattice steps away from the pair's curve
-        (another route, as long within the lattice's resolution), it is minimized and, if shorter, solved from
-        (:meth:`_solve_shorter`). Returns whether any pair was minimized again.
+        A pair that needed more than ``SCREEN_LEVELS_FACTOR`` times the first level's segments, but not more than
+        ``HARD_LEVELS_FACTOR`` times (those are searched, :meth:`_search_routes`), is screened against the field's
+        :class:`~riemlocal.numerics._routes.FieldLattice`: where the lattice's shortest route between its ends, a
+        lookup, is estimated less than ``1 + SCREEN_SLACK`` times the pair's distance and runs more than
+        ``SCREEN_STEPS`` lattice steps away from the pair's curve (another route, as long within the lattice's
+        resolution), it is minimized and, if shorter, solved from (:meth:`_solve_shorter`). Returns whether any pair
+        was minimized again.
 
         Why only these pairs: the per-pair lattice check (:meth:`_check_routes`), forced on 1,040 pairs of 26 smooth
         2-D fields (condition 10 and 100, rho 0.5--2), found 20 pairs whose straight start had led to a route 1--22%
