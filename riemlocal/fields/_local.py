@@ -33,7 +33,6 @@ __all__ = ["NearestLocalField", "RBFLocalField", "SmoothLocalField"]
 MIN_CHUNK_POINTS = 16
 
 
-
 def _finite(result, name):
     """``result`` (an array or a tuple of arrays) after checking that nothing overflowed."""
     if not all(np.isfinite(part).all() for part in (result if isinstance(result, tuple) else (result,))):

@@ -987,10 +987,10 @@ def _bound_by_real_curves(field, x, y, velocity, length, error, log_error, uncer
 def _separation(routes, curves):
     """How far each route ``(n, k, dim)`` strays from its polyline ``(n, m, dim)``: the largest distance of a route's
     node to the nearest point of the polyline, shape ``(n,)``."""
-    start, steps = curves[:, None, :-1], np.diff(curves, axis=1)[:, None]  # (n, 1, m - 1, dim)
-    along = np.einsum("nksd,nksd->nks", routes[:, :, None] - start, np.broadcast_to(steps, routes.shape[:2] + steps.shape[2:]))
-    along /= np.maximum(np.einsum("nksd,nksd->nks", steps, steps), np.finfo(float).tiny)
-    gaps = routes[:, :, None] - (start + np.clip(along, 0.0, 1.0)[..., None] * steps)
+    start, steps = curves[:, :-1], np.diff(curves, axis=1)  # (n, m - 1, dim)
+    along = np.einsum("nksd,nsd->nks", routes[:, :, None] - start[:, None], steps)
+    along /= np.maximum(np.einsum("nsd,nsd->ns", steps, steps), np.finfo(float).tiny)[:, None]
+    gaps = routes[:, :, None] - (start[:, None] + np.clip(along, 0.0, 1.0)[..., None] * steps[:, None])
     return np.sqrt(np.einsum("nksd,nksd->nks", gaps, gaps).min(axis=2).max(axis=1))
 
 
