@@ -20,6 +20,11 @@ _MAX_TURN = 0.1  # largest step of the direction search, in radians
 _STEP = 1e-3  # of the central differences of the distance gradient, relative to the rms distance to the mean
 
 
+def _value_error(squared, error):
+    r"""Bound :math:`(2 d + e) e` on the error of :math:`d^2` from a distance :math:`d` known to :math:`e`."""
+    return (2.0 * np.sqrt(squared) + error) * error
+
+
 class PrincipalGeodesicAnalysis(TransformerMixin, BaseEstimator):
     r"""Principal geodesic analysis (Fletcher et al. 2004) in its tangent-space form.
 
@@ -279,22 +284,28 @@ class PrincipalGeodesicAnalysis(TransformerMixin, BaseEstimator):
 
         Starts from ``coordinates``; the step solves
         :math:`\min_\delta \|r_i - B_i E \delta\|^2_{M(\hat x_i)}` with the Jacobi fields
-        :math:`B_i E = \partial_v \mathrm{Exp}_\mu(E a_i)\, E`, halving it per point until :math:`d^2` decreases.
-        A point converges when its Gauss--Newton decrement is below ``tol**2`` times
-        :math:`d^2 + |a|^2`; it stops unconverged after four rejected halvings (the Log
-        residuals resolve no further descent) or ``max_iter`` steps. Returns the coordinates
-        and whether each converged.
+        :math:`B_i E = \partial_v \mathrm{Exp}_\mu(E a_i)\, E`. Far from the data the residual's
+        curvature makes the full step overshoot, so each point takes a fraction :math:`s` of it: the
+        minimizer :math:`a s^2 / (d^2(s) - d^2 + 2 a s)` of the parabola through :math:`d^2`, its
+        slope :math:`-2a` (:math:`a` the Gauss--Newton decrement) and the last trial :math:`d^2(s)`,
+        within [0.1, 1] (the same fraction again where the values cannot resolve the change). A step is accepted when
+        :math:`d^2` decreases to within the error of its two evaluations (:math:`(2 d + e) e`,
+        :math:`e` the Log solver's estimate): below that, the values cannot rank two points. A point
+        converges when :math:`\sqrt{a}` is below ``tol`` times :math:`\sqrt{d^2 + |a|^2}` plus
+        :math:`e` and its Log is certified; it stops unconverged after four rejected steps in a row or
+        ``max_iter`` steps. Returns the coordinates and whether each converged.
         """
 
         def evaluate(a, points_x):
             points = _tangent.exp(self.space, a @ components, self.mean_, self.n_jobs)
-            residuals = _tangent.log(self.space, points_x, points, self.n_jobs)
-            metrics = _tangent.metric_matrix(self.space, points)
-            return _tangent.squared_norm(residuals, metrics), residuals, metrics
+            residuals, lengths, errors, certified = _tangent.certified_log(self.space, points_x, points, self.n_jobs)
+            errors = np.where(certified, errors, np.inf)
+            return lengths**2, errors, residuals, _tangent.metric_matrix(self.space, points)
 
         a = np.array(coordinates, dtype=float)
-        value, residuals, metrics = evaluate(a, X)
-        steps, active, done = np.ones(len(a)), np.ones(len(a), dtype=bool), np.zeros(len(a), dtype=bool)
+        value, errors, residuals, metrics = evaluate(a, X)
+        steps, rejected = np.ones(len(a)), np.zeros(len(a), dtype=int)
+        active, done = np.ones(len(a), dtype=bool), np.zeros(len(a), dtype=bool)
         for _ in range(max_iter):
             rows = np.flatnonzero(active)
             if not len(rows):
@@ -303,17 +314,25 @@ class PrincipalGeodesicAnalysis(TransformerMixin, BaseEstimator):
             weighted = metrics[rows] @ jacobians
             gradient = np.einsum("nde,nd->ne", weighted, residuals[rows])
             delta = np.linalg.solve(np.einsum("ndk,ndl->nkl", jacobians, weighted), gradient[..., None])[..., 0]
-            converged = np.einsum("nk,nk->n", gradient, delta) <= self.tol**2 * (value[rows] + np.sum(a[rows] ** 2, axis=1))
-            trial = a[rows] + steps[rows, None] * delta
-            new_value, new_residuals, new_metrics = evaluate(trial, X[rows])
-            better = (new_value <= value[rows]) & ~converged
+            decrement = np.maximum(np.einsum("nk,nk->n", gradient, delta), 0.0)
+            bound = self.tol * np.sqrt(value[rows] + np.sum(a[rows] ** 2, axis=1)) + errors[rows]
+            converged = (np.sqrt(decrement) <= bound) & np.isfinite(errors[rows])
+            step = steps[rows]
+            trial = a[rows] + step[:, None] * delta
+            new_value, new_errors, new_residuals, new_metrics = evaluate(trial, X[rows])
+            noise = np.nan_to_num(_value_error(value[rows], errors[rows]) + _value_error(new_value, new_errors), posinf=0.0)
+            change = new_value - value[rows]
+            better = (change <= noise) & ~converged
+            with np.errstate(divide="ignore", invalid="ignore"):
+                best_step = np.where(change + 2.0 * decrement * step > 0, decrement * step**2 / (change + 2.0 * decrement * step), 1.0)
+            steps[rows] = np.where(np.abs(change) <= noise, step, np.clip(np.nan_to_num(best_step, nan=1.0), 0.1, 1.0))
+            rejected[rows] = np.where(better, 0, rejected[rows] + 1)
             accepted = rows[better]
-            a[accepted], value[accepted], residuals[accepted], metrics[accepted] = (
-                trial[better], new_value[better], new_residuals[better], new_metrics[better]
+            a[accepted], value[accepted], errors[accepted], residuals[accepted], metrics[accepted] = (
+                trial[better], new_value[better], new_errors[better], new_residuals[better], new_metrics[better]
             )
-            steps[rows] = np.where(better, 1.0, 0.5 * steps[rows])
             done[rows[converged]] = True
-            active[rows[converged | (steps[rows] < 0.1)]] = False
+            active[rows[converged | (rejected[rows] >= 4)]] = False
         return a, done
 
     def _exact_coordinates(self, tangent, X):
