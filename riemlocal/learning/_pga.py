@@ -18,6 +18,7 @@ __all__ = ["PrincipalGeodesicAnalysis"]
 
 _MAX_TURN = 0.1  # largest step of the direction search, in radians
 _STEP = 1e-3  # of the central differences of the distance gradient, relative to the rms distance to the mean
+_SLOW_STEPS = 8  # Gauss--Newton steps of a projection before it switches to Newton's method (where the Hessian is positive)
 
 
 def _value_error(squared, error):
@@ -282,16 +283,19 @@ class PrincipalGeodesicAnalysis(TransformerMixin, BaseEstimator):
     def _project(self, coordinates, components, X, max_iter=50):
         r"""Coordinates :math:`a^*_i` of the closest points :math:`\mathrm{Exp}_\mu(E a)` to ``X`` (batched Gauss--Newton).
 
-        Starts from ``coordinates``; the step solves
+        Starts from ``coordinates``; the step :math:`\delta` solves
         :math:`\min_\delta \|r_i - B_i E \delta\|^2_{M(\hat x_i)}` with the Jacobi fields
-        :math:`B_i E = \partial_v \mathrm{Exp}_\mu(E a_i)\, E`. Far from the data the residual's
-        curvature makes the full step overshoot, so each point takes a fraction :math:`s` of it: the
-        minimizer :math:`a s^2 / (d^2(s) - d^2 + 2 a s)` of the parabola through :math:`d^2`, its
-        slope :math:`-2a` (:math:`a` the Gauss--Newton decrement) and the last trial :math:`d^2(s)`,
-        within [0.1, 1] (the same fraction again where the values cannot resolve the change). A step is accepted when
-        :math:`d^2` decreases to within the error of its two evaluations (:math:`(2 d + e) e`,
-        :math:`e` the Log solver's estimate): below that, the values cannot rank two points. A point
-        converges when :math:`\sqrt{a}` is below ``tol`` times :math:`\sqrt{d^2 + |a|^2}` plus
+        :math:`B_i E = \partial_v \mathrm{Exp}_\mu(E a_i)\, E`; :math:`\lambda = g^T \delta` is its
+        decrement. Far from the data the residual's curvature makes the full step overshoot, so each
+        point takes a fraction :math:`s` of it: the minimizer :math:`\lambda s^2 / (d^2(s) - d^2 + 2 \lambda s)`
+        of the parabola through :math:`d^2`, its slope :math:`-2\lambda` and the last trial :math:`d^2(s)`,
+        within [0.1, 1] (the same fraction again where the values cannot resolve the change). A step is
+        accepted when :math:`d^2` decreases to within the error of its two evaluations
+        (:math:`(2 d + e) e`, :math:`e` the Log solver's estimate): below that, the values cannot rank
+        two points. A point not converged after ``_SLOW_STEPS`` steps (a residual curvature that the
+        Gauss--Newton matrix misjudges: its steps shrink slowly along a flat direction) takes Newton
+        steps instead, with the Hessian of :meth:`_half_hessian` where it is positive definite. A point
+        converges when :math:`\sqrt{\lambda}` is below ``tol`` times :math:`\sqrt{d^2 + |a|^2}` plus
         :math:`e` and its Log is certified; it stops unconverged after four rejected steps in a row or
         ``max_iter`` steps. Returns the coordinates and whether each converged.
         """
@@ -304,7 +308,7 @@ class PrincipalGeodesicAnalysis(TransformerMixin, BaseEstimator):
 
         a = np.array(coordinates, dtype=float)
         value, errors, residuals, metrics = evaluate(a, X)
-        steps, rejected = np.ones(len(a)), np.zeros(len(a), dtype=int)
+        steps, rejected, n_steps = np.ones(len(a)), np.zeros(len(a), dtype=int), np.zeros(len(a), dtype=int)
         active, done = np.ones(len(a), dtype=bool), np.zeros(len(a), dtype=bool)
         for _ in range(max_iter):
             rows = np.flatnonzero(active)
@@ -313,7 +317,14 @@ class PrincipalGeodesicAnalysis(TransformerMixin, BaseEstimator):
             jacobians = _tangent.exp_derivative(self.space, a[rows] @ components, self.mean_, components, self.n_jobs)
             weighted = metrics[rows] @ jacobians
             gradient = np.einsum("nde,nd->ne", weighted, residuals[rows])
-            delta = np.linalg.solve(np.einsum("ndk,ndl->nkl", jacobians, weighted), gradient[..., None])[..., 0]
+            normal = np.einsum("ndk,ndl->nkl", jacobians, weighted)
+            slow = n_steps[rows] >= _SLOW_STEPS
+            if slow.any():  # Newton where the Gauss--Newton matrix misjudges the curvature
+                exact = self._half_hessian(a[rows[slow]], components, X[rows[slow]])
+                curved = np.linalg.eigvalsh(exact)[:, 0] > 0.0
+                steps[rows[slow][curved & (n_steps[rows[slow]] == _SLOW_STEPS)]] = 1.0
+                normal[np.flatnonzero(slow)[curved]] = exact[curved]
+            delta = np.linalg.solve(normal, gradient[..., None])[..., 0]
             decrement = np.maximum(np.einsum("nk,nk->n", gradient, delta), 0.0)
             bound = self.tol * np.sqrt(value[rows] + np.sum(a[rows] ** 2, axis=1)) + errors[rows]
             converged = (np.sqrt(decrement) <= bound) & np.isfinite(errors[rows])
@@ -327,6 +338,7 @@ class PrincipalGeodesicAnalysis(TransformerMixin, BaseEstimator):
                 best_step = np.where(change + 2.0 * decrement * step > 0, decrement * step**2 / (change + 2.0 * decrement * step), 1.0)
             steps[rows] = np.where(np.abs(change) <= noise, step, np.clip(np.nan_to_num(best_step, nan=1.0), 0.1, 1.0))
             rejected[rows] = np.where(better, 0, rejected[rows] + 1)
+            n_steps[rows] += 1
             accepted = rows[better]
             a[accepted], value[accepted], errors[accepted], residuals[accepted], metrics[accepted] = (
                 trial[better], new_value[better], new_errors[better], new_residuals[better], new_metrics[better]
@@ -334,6 +346,18 @@ class PrincipalGeodesicAnalysis(TransformerMixin, BaseEstimator):
             done[rows[converged]] = True
             active[rows[converged | (rejected[rows] >= 4)]] = False
         return a, done
+
+    def _half_hessian(self, a, components, X):
+        r"""Half the Hessian of :math:`d^2(\mathrm{Exp}_\mu(E a_i), x_i)` in :math:`a_i`, shape (n, k, k).
+
+        Central differences of the exact gradient (:meth:`_distance_gradient`) along each :math:`e_l`,
+        with a step ``_STEP`` times the rms of :math:`|a_i|`; symmetrized.
+        """
+        v = a @ components
+        step = _STEP * np.sqrt(np.mean(np.sum(a**2, axis=1))) or _STEP
+        columns = [self._distance_gradient(v + step * e, X) - self._distance_gradient(v - step * e, X) for e in components]
+        hessian = np.einsum("kd,ndl->nkl", components, np.stack(columns, axis=-1)) / (4.0 * step)
+        return 0.5 * (hessian + hessian.transpose(0, 2, 1))
 
     def _exact_coordinates(self, tangent, X):
         """Projections onto the fitted principal geodesic subspace, started at ``tangent``; warns for those not converged."""
