@@ -359,9 +359,10 @@ def test_auto_takes_newton_for_few_problems_and_both_minimizers_agree():
     assert resolve_method("auto", 10, n_problems=256, lengths_only=True) == "lbfgs"  # node chart
     assert resolve_method("auto", 5, n_problems=256, lengths_only=True) == "newton"
     assert resolve_method("auto", 10, n_problems=1, lengths_only=True) == "newton"
-    assert resolve_method("auto", 17, n_problems=256, compiled=True, lengths_only=True) == "newton"  # compiled: as Logs
-    assert resolve_method("auto", 17, n_problems=1000, compiled=True) == "newton"  # compiled Newton: up to dim 17
-    assert resolve_method("auto", 14, n_problems=1000) == resolve_method("auto", 18, n_problems=16, compiled=True) == "lbfgs"
+    assert resolve_method("auto", 17, n_problems=256, compiled=True, lengths_only=True) == "newton"  # compiled lengths: up to 17
+    assert resolve_method("auto", 18, n_problems=16, compiled=True, lengths_only=True) == "lbfgs"
+    assert resolve_method("auto", 20, n_problems=1000, compiled=True) == "newton"  # compiled Logs: up to dim 20
+    assert resolve_method("auto", 14, n_problems=1000) == resolve_method("auto", 21, n_problems=16, compiled=True) == "lbfgs"
     field, rng = random_field(12, seed=4)
     x, y = 0.5 * rng.normal(size=(2, 12))
     newton = EnergyLogSolver(field, method="newton").solve(y, x)

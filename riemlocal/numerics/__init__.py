@@ -28,6 +28,7 @@ from ._energy import (
     trapezoid_energy,
 )
 from ._minimize import (
+    COMPILED_LENGTHS_NEWTON_MAX_DIM,
     COMPILED_NEWTON_MAX_DIM,
     LENGTHS_NEWTON_MAX_DIM,
     METHODS,
@@ -76,6 +77,7 @@ __all__ = [
     "refine",
     "trapezoid_energy",
     "METHODS",
+    "COMPILED_LENGTHS_NEWTON_MAX_DIM",
     "COMPILED_NEWTON_MAX_DIM",
     "LENGTHS_NEWTON_MAX_DIM",
     "NEWTON_MAX_DIM",

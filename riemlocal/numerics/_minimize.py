@@ -37,9 +37,11 @@ __all__ = [
 
 METHODS = ("auto", "newton", "lbfgs")  #: energy minimizers
 NEWTON_MAX_DIM = 8  # "auto" takes Newton up to this dimension (above, L-BFGS is faster on batches: benchmarks/bench_geodesics.py)
-COMPILED_NEWTON_MAX_DIM = 17  # ... compiled (a field with a capability, one pair at a time), Logs and lengths alike: Newton beats batched
-# numpy L-BFGS up to dim = 17 (R = 10, bench_geodesics.random_field; ms for 16 / 64 pairs, Newton vs L-BFGS: Logs 11 vs 30 / 43 vs 70
-# at 17, 15 vs 21 / 60 vs 74 at 20, 20 vs 17 / 81 vs 70 at 24; lengths 4.6 vs 10 / 17 vs 42 at 10, 11 vs 19 / 43 vs 52 at 17, 15 vs 14 / 60 vs 52 at 20)
+COMPILED_NEWTON_MAX_DIM = 20  # ... compiled Logs (a field with a capability, one pair at a time): Newton beats batched numpy
+# L-BFGS up to dim = 20 (R = 10, bench_geodesics.random_field; ms for 16 / 64 pairs, Newton vs L-BFGS: 11 vs 30 / 43 vs 70 at 17,
+# 15 vs 21 / 60 vs 74 at 20, 20 vs 17 / 81 vs 70 at 24; again, beside another job: 23 vs 43 / 93 vs 142 at 20, 32 vs 37 / 129 vs 132 at 24)
+COMPILED_LENGTHS_NEWTON_MAX_DIM = 17  # ... compiled lengths alone, where L-BFGS needs fewer levels: 4.6 vs 10 / 17 vs 42 at 10,
+# 11 vs 19 / 43 vs 52 at 17, 15 vs 14 / 60 vs 52 at 20 (beside another job: 23 vs 29 / 93 vs 90 at 20)
 LENGTHS_NEWTON_MAX_DIM = 7  # ... numpy Newton for lengths alone: batched L-BFGS in the node chart is faster above
 NEWTON_MAX_WORK = 20**3  # ... and for problems * dim^3 up to this: a few problems pay per-iteration overhead, not O(dim^3)
 NODE_CHART_MAX_DIM = 20  # lengths take the node chart up to this dimension (256 pairs: 0.83x the time at D = 10 and 20, 1.05x at 30)
@@ -56,16 +58,19 @@ def resolve_method(method, dim, free_start=False, n_problems=None, compiled=Fals
     """``"newton"`` or ``"lbfgs"`` for ``method`` in :data:`METHODS`.
 
     ``"auto"`` takes Newton (fixed first nodes only) up to ``dim = 8``
-    (``COMPILED_NEWTON_MAX_DIM = 17`` when ``compiled``: the compiled Log of
-    the RBF fields; else ``LENGTHS_NEWTON_MAX_DIM = 7`` for ``lengths_only``, where
-    L-BFGS runs in the node chart: :func:`extrapolate_levels`), and for
+    (when ``compiled``, the compiled Log of the RBF fields: ``COMPILED_NEWTON_MAX_DIM = 20``,
+    ``COMPILED_LENGTHS_NEWTON_MAX_DIM = 17`` for ``lengths_only``; else ``LENGTHS_NEWTON_MAX_DIM = 7``
+    for ``lengths_only``, where L-BFGS runs in the node chart: :func:`extrapolate_levels`), and for
     ``n_problems * dim**3 <= NEWTON_MAX_WORK`` (one
     pair up to ``dim = 20``): Newton converges in about three energy
     evaluations per level where L-BFGS needs eight or more, which decides small batches.
     """
     if check_option(method, "method", METHODS) == "auto":
         small = n_problems is not None and n_problems * dim**3 <= NEWTON_MAX_WORK
-        largest = COMPILED_NEWTON_MAX_DIM if compiled else (LENGTHS_NEWTON_MAX_DIM if lengths_only else NEWTON_MAX_DIM)
+        if compiled:
+            largest = COMPILED_LENGTHS_NEWTON_MAX_DIM if lengths_only else COMPILED_NEWTON_MAX_DIM
+        else:
+            largest = LENGTHS_NEWTON_MAX_DIM if lengths_only else NEWTON_MAX_DIM
         return "newton" if (dim <= largest or small) and not free_start else "lbfgs"
     if method == "newton" and free_start:
         raise ValueError("method='newton' needs fixed first nodes (free_start=False); use 'lbfgs' or 'auto'")

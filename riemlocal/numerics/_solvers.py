@@ -733,7 +733,7 @@ class EnergyLogSolver:
         ``starts`` ``(n, N + 1, dim)``: the curves the coarsest level starts from (default: straight, ``n_segments``).
         """
         capability = getattr(self.field, "capability", None) if self.compiled else None
-        method = resolve_method(self.method, self.field.dim, n_problems=len(point), compiled=True)
+        method = resolve_method(self.method, self.field.dim, n_problems=len(point), compiled=True, lengths_only=math.isinf(log_rtol))
         if capability is None or method != "newton":
             return self._solve_numpy(point, base_point, log_rtol, starts)
         given = np.empty((0, self.n_segments + 1, self.field.dim)) if starts is None else np.ascontiguousarray(starts)
