@@ -21,6 +21,7 @@ import numpy as np
 from ..utils.arrays import CACHE_ELEMENTS, TASK_ELEMENTS
 from ..utils.validation import check_broadcast, check_points, check_positive, check_spd, solve_spd
 from ._base import MetricField, SegmentCells
+from ._bank import LowRankMetrics, metric_bank
 from ._envelope import envelope_arrays, envelope_cells
 from ..numerics import CompiledCapability, acceleration_derivatives, accelerations, compiled_data, segment_energy_terms
 from .kernels import RBFKernel
@@ -41,9 +42,9 @@ def _finite(result, name):
 
 
 class _LocalField(MetricField):
-    """Shared storage and proximity scores of the local fields."""
+    """Shared storage and proximity scores of the local fields; the metrics are kept by a bank (:func:`metric_bank`)."""
 
-    def __init__(self, centers, metrics, proximity=None):
+    def __init__(self, centers, metrics, proximity=None, low_rank=False):
         centers = check_points(centers, name="centers", min_ndim=2)
         if centers.ndim != 2:
             raise ValueError(f"centers must have shape (n_centers, dim), got {centers.shape}")
@@ -62,13 +63,21 @@ class _LocalField(MetricField):
                 raise ValueError(f"proximity must be one (dim, dim) matrix or None, got shape {proximity.shape}")
         super().__init__(dim)
         self.centers = centers
-        self.metrics = metrics
+        self._bank = metric_bank(metrics, low_rank)
         self.proximity = proximity
-        self._stacked = metrics.reshape(n_centers * dim, dim)  # rows: M_1, ..., M_R
-        self._flat_metrics = metrics.reshape(n_centers, dim * dim)
         # coordinates relative to the mean center (a shift of everything cancels exactly)
         self._origin = self.centers.mean(axis=0)
         self._shifted_products = self._proximity_products((self.centers - self._origin)[None])[0]  # P_r (x_r - mean)
+
+    @property
+    def metrics(self):
+        """The local metrics :math:`M_r`, shape ``(n_centers, dim, dim)`` (built on each access where they are stored in low-rank form)."""
+        return self._bank.dense
+
+    @property
+    def low_rank(self):
+        r"""Whether the metrics are stored and applied as :math:`s_r I + U_r U_r^T` (:func:`~riemlocal.fields._bank.metric_bank`)."""
+        return isinstance(self._bank, LowRankMetrics)
 
     @property
     def n_centers(self):
@@ -81,13 +90,13 @@ class _LocalField(MetricField):
 
     def _local_products(self, v):
         """:math:`M_r v` for every center, shape ``(n, R, dim)``."""
-        return (v @ self._stacked.T).reshape(len(v), self.n_centers, self.dim)
+        return self._bank.products(v)
 
     def _proximity_products(self, diff):
         """:math:`P_r d_r` for differences ``diff`` of shape ``(n, R, dim)`` (one GEMM per center)."""
         if self.proximity is not None:
             return diff @ self.proximity
-        return (diff.transpose(1, 0, 2) @ self.metrics).transpose(1, 0, 2)  # M_r symmetric: d M_r = (M_r d)^T
+        return self._bank.own_products(diff)
 
     def _scores(self, x, half_grad=None):
         """Squared proximities :math:`s_r(x)` and their halved gradients :math:`h_r = P_r(x - x_r)`.
@@ -226,14 +235,20 @@ class RBFLocalField(_LocalField):
 
     def __init__(self, centers, metrics, sigma, proximity=None):
         self.sigma = check_positive(sigma, "sigma")
-        super().__init__(centers, metrics, proximity)
+        super().__init__(centers, metrics, proximity, low_rank=True)
 
     @cached_property
     def capability(self):
-        """Compiled evaluation (:mod:`~riemlocal.fields.kernels`) of the field's arrays, which the evaluators only read; R dim^2 per point."""
+        """Compiled evaluation (:mod:`~riemlocal.fields.kernels`) of the field's arrays, which the evaluators only read; R dim^2 per point.
+
+        ``None`` where the metrics are stored in low-rank form (:attr:`low_rank`): the evaluators read dense metrics.
+        """
+        if self.low_rank:
+            return None
         own = self.proximity is None
-        arrays = (np.ascontiguousarray(a) for a in (self.centers, self.metrics, self.metrics if own else self.proximity[None]))
-        return CompiledCapability(RBFKernel(*arrays, float(self.sigma), own), point_cost=self.metrics.size)
+        metrics = self.metrics
+        arrays = (np.ascontiguousarray(a) for a in (self.centers, metrics, metrics if own else self.proximity[None]))
+        return CompiledCapability(RBFKernel(*arrays, float(self.sigma), own), point_cost=metrics.size)
 
     def weights(self, base_point):
         """Blending weights :math:`w_r(x)`, shape ``(..., n_centers)``; they sum to one."""
@@ -275,7 +290,7 @@ class RBFLocalField(_LocalField):
 
     def _blend_metric(self, weights):
         r""":math:`M = \sum_r w_r M_r`, shape ``(n, dim, dim)``."""
-        return (weights @ self._flat_metrics).reshape(-1, self.dim, self.dim)
+        return self._bank.blend(weights)
 
     def metric_matrix(self, base_point):
         return self._map_chunks(lambda x: self._blend_metric(self._weights(x)[0]), base_point)
@@ -284,7 +299,9 @@ class RBFLocalField(_LocalField):
         def derivative(x):
             weights, half_grad = self._weights(x)
             centered = half_grad - np.einsum("nr,nrk->nk", weights, half_grad)[:, None, :]
-            return (-2.0 / self.sigma) * np.einsum("nr,nrk,rij->nijk", weights, centered, self.metrics)
+            coefficients = (weights[:, :, None] * centered).transpose(0, 2, 1).reshape(-1, self.n_centers)  # (n dim, R)
+            blended = self._bank.blend(coefficients).reshape(len(x), self.dim, self.dim, self.dim)  # [n, k, i, j]
+            return (-2.0 / self.sigma) * blended.transpose(0, 2, 3, 1)
 
         return self._map_chunks(derivative, base_point)
 
@@ -461,6 +478,7 @@ class RBFLocalField(_LocalField):
         :math:`\partial_k \partial_l w_r = w_r [c_r c_r^T - C - \tfrac{2}{\sigma}(P_r - \bar P)]_{kl}`
         (the last term vanishes for a global ``proximity``).
         """
+        metrics = self.metrics
 
         def second(x):
             weights, half_grad = self._weights(x)
@@ -468,11 +486,11 @@ class RBFLocalField(_LocalField):
             outer = np.einsum("nrk,nrl->nrkl", slopes, slopes)
             covariance = np.einsum("nr,nrkl->nkl", weights, outer)
             metric = self._blend_metric(weights)
-            result = np.einsum("nr,nrkl,rij->nijkl", weights, outer, self.metrics)
+            result = np.einsum("nr,nrkl,rij->nijkl", weights, outer, metrics)
             result -= np.einsum("nkl,nij->nijkl", covariance, metric)
             if self.proximity is None:
                 result -= (2.0 / self.sigma) * (
-                    np.einsum("nr,rkl,rij->nijkl", weights, self.metrics, self.metrics)
+                    np.einsum("nr,rkl,rij->nijkl", weights, metrics, metrics)
                     - np.einsum("nkl,nij->nijkl", metric, metric)
                 )
             return result
