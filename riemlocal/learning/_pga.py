@@ -52,7 +52,9 @@ class PrincipalGeodesicAnalysis(TransformerMixin, BaseEstimator):
     :math:`E = [e_1, \dots, e_k]`. The projections are found by Gauss--Newton
     with the exact gradient :math:`-2 (\partial_v \mathrm{Exp}\, E)^T M r`
     (Jacobi fields, ``space.metric.jacobi_field``; a LearnedMetricManifold),
-    batched over the points and warm started from the previous step's.
+    batched over the points and warm started from the previous step's; a step counts as a
+    decrease to within the Log solver's error estimates, and a point whose Gauss--Newton steps
+    crawl along a flat direction switches to Newton's method (:meth:`_project`).
     The direction :math:`e_k` is found by gradient ascent over the unit sphere
     of the complement (coordinates :math:`c` in an :math:`M(\mu)`-orthonormal frame,
     renormalized after each step; Barzilai--Borwein step lengths, at most 0.1 rad),
