@@ -108,3 +108,14 @@ def test_a_low_rank_field_gives_the_dense_geodesic_distance(kind):
     a, b = centers[0], centers[1]
     ours, theirs = (LearnedMetricManifold(f).metric.dist(a, b) for f in (field, _dense_twin(field)))
     assert abs(ours - theirs) < 1e-10 * theirs
+
+
+def test_a_low_rank_blend_of_one_point_keeps_the_factors_and_of_several_builds_the_dense_stack_once():
+    rng = np.random.default_rng(3)
+    metrics = _low_rank_metrics(rng, 5, LOW_RANK_MIN_DIM, 4, 0.3)
+    bank = metric_bank(metrics)
+    weights = rng.uniform(-0.3, 1.0, size=(3, 5))
+    reference = np.einsum("nr,rij->nij", weights, metrics)
+    assert _gap(bank.blend(weights[:1]), reference[:1]) < 1e-12 and "_flat" not in vars(bank)  # O(R D d) memory kept
+    assert _gap(bank.blend(weights), reference) < 1e-12 and "_flat" in vars(bank)
+    assert _gap(bank.blend(weights[:1]), reference[:1]) < 1e-12

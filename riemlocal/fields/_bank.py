@@ -4,8 +4,14 @@ Local metrics learned by LDA (and conditioned by a ridge) have the form
 :math:`M_r = s_r I + U_r U_r^T` with :math:`U_r` of shape ``(D, d)``, :math:`d \ll D`.
 Stored that way they take :math:`O(R D d)` memory and a product
 :math:`M_r v = s_r v + U_r (U_r^T v)` costs :math:`O(D d)` instead of :math:`O(D^2)`.
-:func:`metric_bank` chooses the form from the metrics' eigenvalues.
+:func:`metric_bank` chooses the form from the metrics' eigenvalues. A blend
+:math:`M(x) = \sum_r w_r M_r` reads every entry of every :math:`M_r` in either form
+(:math:`O(R D^2)`; from the factors, :math:`O(R D^2 d)`): the low-rank form blends one
+point from its factors (the metric at a Log's base point) and builds the dense stack,
+once, for a blend of several points (Exp's integration, ``metric_matrix`` of a batch).
 """
+
+from functools import cached_property
 
 import numpy as np
 
@@ -18,11 +24,19 @@ LOW_RANK_MIN_DIM = 64
 LOW_RANK_RTOL = 1e-12
 
 
-class DenseMetrics:
+class _Blend:
+    """The blend of a stack of metrics of dimension ``dim``, from their flattened dense entries ``_flat`` ``(R, D^2)``."""
+
+    def blend(self, weights):
+        r""":math:`\sum_r w_r M_r` for weights ``(n, R)``: shape ``(n, D, D)``."""
+        return (weights @ self._flat).reshape(-1, self.dim, self.dim)
+
+
+class DenseMetrics(_Blend):
     """The metrics ``(R, D, D)`` as they are."""
 
     def __init__(self, metrics):
-        self.dense = metrics
+        self.dense, self.dim = metrics, metrics.shape[-1]
         self._stacked = metrics.reshape(-1, metrics.shape[-1])  # rows: M_1, ..., M_R
         self._flat = metrics.reshape(len(metrics), -1)
 
@@ -34,17 +48,12 @@ class DenseMetrics:
         """:math:`M_r d_r` for differences ``diff`` ``(n, R, D)``, one per metric: shape ``(n, R, D)``."""
         return (diff.transpose(1, 0, 2) @ self.dense).transpose(1, 0, 2)  # M_r symmetric: d M_r = (M_r d)^T
 
-    def blend(self, weights):
-        r""":math:`\sum_r w_r M_r` for weights ``(n, R)``: shape ``(n, D, D)``."""
-        dim = self.dense.shape[-1]
-        return (weights @ self._flat).reshape(-1, dim, dim)
 
-
-class LowRankMetrics:
+class LowRankMetrics(_Blend):
     r"""The metrics :math:`M_r = s_r I + U_r U_r^T`: ``scales`` ``(R,)``, ``factors`` :math:`U_r` ``(R, D, d)``."""
 
     def __init__(self, scales, factors):
-        self.scales, self.factors = scales, factors
+        self.scales, self.factors, self.dim = scales, factors, factors.shape[1]
         self._stacked = factors.transpose(0, 2, 1).reshape(-1, factors.shape[1])  # rows: U_1^T, ..., U_R^T
 
     @property
@@ -69,14 +78,20 @@ class LowRankMetrics:
     def own_products(self, diff):
         return self._expand((diff.transpose(1, 0, 2) @ self.factors).transpose(1, 0, 2), diff)
 
+    @cached_property
+    def _flat(self):
+        """The dense stack ``(R, D^2)``, built on the first blend of several points."""
+        return self.dense.reshape(len(self.scales), -1)
+
     def blend(self, weights):
-        dim = self.factors.shape[1]
-        scaled = self.factors[None] * weights[:, :, None, None]  # (n, R, D, d)
-        blended = np.einsum("nrdk,rek->nde", scaled, self.factors)
-        blended[:, np.arange(dim), np.arange(dim)] += (weights @ self.scales)[:, None]
+        if len(weights) != 1 or "_flat" in self.__dict__:
+            return super().blend(weights)
+        scaled = self._stacked * np.repeat(weights[0], self.factors.shape[2])[:, None]  # rows w_r U_r^T
+        blended = (self._stacked.T @ scaled)[None]
+        blended[0].flat[:: self.dim + 1] += weights[0] @ self.scales
         return blended
 
-    products.__doc__, own_products.__doc__, blend.__doc__ = DenseMetrics.products.__doc__, DenseMetrics.own_products.__doc__, DenseMetrics.blend.__doc__
+    products.__doc__, own_products.__doc__, blend.__doc__ = DenseMetrics.products.__doc__, DenseMetrics.own_products.__doc__, _Blend.blend.__doc__
 
 
 def metric_bank(metrics, low_rank=True):
