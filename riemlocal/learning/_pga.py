@@ -250,12 +250,19 @@ class PrincipalGeodesicAnalysis(TransformerMixin, BaseEstimator):
         with ``step`` along each :math:`e_j`.
         """
         v = a @ components
-        columns = [self._distance_gradient(v + step * e, X) - self._distance_gradient(v - step * e, X) for e in components]
-        hessian = np.stack(columns, axis=-1) / (2.0 * step)  # H_i E, (n, D, k)
-        reduced = np.einsum("kd,ndl->nkl", components, hessian)
-        w = np.linalg.solve(0.5 * (reduced + reduced.transpose(0, 2, 1)), a[..., None])[..., 0]
+        hessian, reduced = self._distance_hessian(v, components, X, step)
+        w = np.linalg.solve(reduced, a[..., None])[..., 0]
         gradient = a[:, -1:] * np.einsum("ndk,nk->nd", hessian, w) + w[:, -1:] * self._distance_gradient(v, X)
         return -2.0 * gradient.sum(axis=0)
+
+    def _distance_hessian(self, v, components, X, step):
+        r""":math:`H_i E` ``(n, D, k)`` and the symmetrized :math:`E^T H_i E` ``(n, k, k)``, :math:`H_i` the Hessian of
+        :math:`d^2(\mathrm{Exp}_\mu(v), x_i)` at :math:`v_i`: central differences of the exact gradient
+        (:meth:`_distance_gradient`) with ``step`` along each row :math:`e_j` of ``components``."""
+        columns = [self._distance_gradient(v + step * e, X) - self._distance_gradient(v - step * e, X) for e in components]
+        hessian = np.stack(columns, axis=-1) / (2.0 * step)
+        reduced = np.einsum("kd,ndl->nkl", components, hessian)
+        return hessian, 0.5 * (reduced + reduced.transpose(0, 2, 1))
 
     def _distance_gradient(self, tangent_vecs, X):
         r""":math:`\nabla_v d^2(\mathrm{Exp}_\mu(v_i), x_i) = -2 B_i^T M(p_i) r_i`, shape (n, D).
@@ -296,7 +303,8 @@ class PrincipalGeodesicAnalysis(TransformerMixin, BaseEstimator):
         (:math:`(2 d + e) e`, :math:`e` the Log solver's estimate): below that, the values cannot rank
         two points. A point not converged after ``_SLOW_STEPS`` steps (a residual curvature that the
         Gauss--Newton matrix misjudges: its steps shrink slowly along a flat direction) takes Newton
-        steps instead, with the Hessian of :meth:`_half_hessian` where it is positive definite. A point
+        steps instead, with half the Hessian of :math:`d^2` in :math:`a` (:meth:`_distance_hessian`, step ``_STEP``
+        times the rms of :math:`|a|`) where it is positive definite. A point
         converges when :math:`\sqrt{\lambda}` is below ``tol`` times :math:`\sqrt{d^2 + |a|^2}` plus
         :math:`e` and its Log is certified; it stops unconverged after four rejected steps in a row or
         ``max_iter`` steps. Returns the coordinates and whether each converged.
@@ -322,7 +330,8 @@ class PrincipalGeodesicAnalysis(TransformerMixin, BaseEstimator):
             normal = np.einsum("ndk,ndl->nkl", jacobians, weighted)
             slow = n_steps[rows] >= _SLOW_STEPS
             if slow.any():  # Newton where the Gauss--Newton matrix misjudges the curvature
-                exact = self._half_hessian(a[rows[slow]], components, X[rows[slow]])
+                scale = _STEP * np.sqrt(np.mean(np.sum(a[rows[slow]] ** 2, axis=1))) or _STEP  # the rms of |a|
+                exact = 0.5 * self._distance_hessian(a[rows[slow]] @ components, components, X[rows[slow]], scale)[1]
                 curved = np.linalg.eigvalsh(exact)[:, 0] > 0.0
                 steps[rows[slow][curved & (n_steps[rows[slow]] == _SLOW_STEPS)]] = 1.0
                 normal[np.flatnonzero(slow)[curved]] = exact[curved]
@@ -348,18 +357,6 @@ class PrincipalGeodesicAnalysis(TransformerMixin, BaseEstimator):
             done[rows[converged]] = True
             active[rows[converged | (rejected[rows] >= 4)]] = False
         return a, done
-
-    def _half_hessian(self, a, components, X):
-        r"""Half the Hessian of :math:`d^2(\mathrm{Exp}_\mu(E a_i), x_i)` in :math:`a_i`, shape (n, k, k).
-
-        Central differences of the exact gradient (:meth:`_distance_gradient`) along each :math:`e_l`,
-        with a step ``_STEP`` times the rms of :math:`|a_i|`; symmetrized.
-        """
-        v = a @ components
-        step = _STEP * np.sqrt(np.mean(np.sum(a**2, axis=1))) or _STEP
-        columns = [self._distance_gradient(v + step * e, X) - self._distance_gradient(v - step * e, X) for e in components]
-        hessian = np.einsum("kd,ndl->nkl", components, np.stack(columns, axis=-1)) / (4.0 * step)
-        return 0.5 * (hessian + hessian.transpose(0, 2, 1))
 
     def _exact_coordinates(self, tangent, X):
         """Projections onto the fitted principal geodesic subspace, started at ``tangent``; warns for those not converged."""
