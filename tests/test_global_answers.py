@@ -363,3 +363,17 @@ def test_the_field_lattice_routes_are_shortest_paths_of_its_graph():
     assert np.all(np.abs(np.rint(hops) - hops) < 1e-9) and np.abs(np.rint(hops)).max() == 2  # steps of the lattice
     far = lattice.near(np.array([[50.0, 50.0]]), metric[None])
     assert np.isinf(lattice.route_lengths(far, lattice.near(a[:1], metrics[:1]))[0][0])  # off the lattice: no route
+
+
+def test_the_sharpness_skips_duplicate_centers_without_a_warning():
+    """Per-class fields put a center at every training point, duplicates included (iris has some)."""
+    rng = np.random.default_rng(4)
+    centers = rng.normal(size=(6, 2))
+    metrics = np.array([np.diag([1.0, 50.0]), np.eye(2)] * 3)
+    distinct = SmoothLocalField(centers, metrics, rho=2.0)
+    doubled = SmoothLocalField(np.vstack([centers, centers[:1]]), np.vstack([metrics, metrics[:1]]), rho=2.0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        value = blend_sharpness(doubled)
+        assert blend_sharpness(SmoothLocalField(np.vstack([centers[:1]] * 3), metrics[:3])) == 0.0  # no two centers apart
+    assert 0.0 < value <= 1.0 and 0.0 < blend_sharpness(distinct) <= 1.0

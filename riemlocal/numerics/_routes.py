@@ -72,8 +72,11 @@ def blend_sharpness(field):
         return 0.0
     gaps = np.linalg.norm(centers[:, None] - centers[None], axis=-1)
     np.fill_diagonal(gaps, np.inf)
-    direction = centers[gaps.argmin(axis=1)] - centers
-    points = centers[:, None] + np.linspace(0.0, 1.0, _PROBES + 1)[:, None] * direction[:, None]
+    apart = gaps.min(axis=1) > 0  # a center whose nearest is a duplicate has no segment (no change, no log(0))
+    if not apart.any():
+        return 0.0
+    direction = (centers[gaps.argmin(axis=1)] - centers)[apart]
+    points = centers[apart, None] + np.linspace(0.0, 1.0, _PROBES + 1)[:, None] * direction[:, None]
     directions = np.broadcast_to(direction[:, None], points.shape)
     speed = np.log(np.einsum("rkd,rkd->rk", directions, field.metric_vector_product(directions, points)))
     change = np.abs(np.diff(speed, axis=1))
