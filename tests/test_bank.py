@@ -119,3 +119,66 @@ def test_a_low_rank_blend_of_one_point_keeps_the_factors_and_of_several_builds_t
     assert _gap(bank.blend(weights[:1]), reference[:1]) < 1e-12 and "_flat" not in vars(bank)  # O(R D d) memory kept
     assert _gap(bank.blend(weights), reference) < 1e-12 and "_flat" in vars(bank)
     assert _gap(bank.blend(weights[:1]), reference[:1]) < 1e-12
+
+
+def _full_twin(field):
+    """The same field evaluated over every center (no sparse view)."""
+    twin = copy.copy(field)
+    twin.__dict__["_sparse_pays"] = False
+    return twin
+
+
+@settings(max_examples=12, deadline=None)
+@given(
+    dim=st.sampled_from([3, 5, LOW_RANK_MIN_DIM]),
+    own=st.booleans(),
+    rho=st.floats(2.0, 50.0),
+    seed=st.integers(0, 2**16),
+)
+def test_sparse_blends_equal_the_full_ones_within_the_dropped_weight(dim, own, rho, seed):
+    """Centers far apart on the blend's scale: only the nearby ones are evaluated, and every value is the full blend's to rounding."""
+    rng = np.random.default_rng(seed)
+    n_centers = 48
+    metrics = _low_rank_metrics(rng, n_centers, dim, 2, 0.5) / dim if dim == LOW_RANK_MIN_DIM else _low_rank_metrics(rng, n_centers, dim, dim, 0.2)
+    centers = rng.uniform(-30.0, 30.0, size=(n_centers, dim))
+    if own:
+        field = SmoothLocalField(centers, metrics, rho=rho)
+    else:
+        field = RBFLocalField(centers, metrics, sigma=2.0 / rho, proximity=np.eye(dim) * rng.uniform(0.5, 2.0))
+    field.__dict__["capability"] = None  # the numpy path, where the sparse view is used
+    full = _full_twin(field)
+    x = centers[:3] + 0.1 * rng.normal(size=(3, dim))
+    v, dx, dv = rng.normal(size=(3, 3, dim))
+    curves = centers[3:5, None] + np.linspace(0.0, 1.0, 9)[:, None] * (centers[5:7] - centers[3:5])[:, None]
+    assert field._sparse(x).n_centers < n_centers / 4
+    scale = np.abs(field.metrics).max() * (1.0 + 1.0 / field.sigma) ** 2 * (1.0 + np.abs(v).max()) ** 2
+    for evaluate in (
+        lambda f: f.metric_matrix(x),
+        lambda f: f.metric_vector_product(v, x),
+        lambda f: f.metric_derivative(x),
+        lambda f: f.metric_second_derivative(x[:1]),
+        lambda f: f.energy_terms(v, x),
+        lambda f: f.energy_hessian(v, x),
+        lambda f: f.derivative_vector_product(v, x),
+        lambda f: f.geodesic_acceleration(v, x),
+        lambda f: f.acceleration_derivative(v, x, dx, dv),
+        lambda f: f.segment_energy_terms(curves, hessian=True),
+        lambda f: f.segment_end_quadratics(curves),
+    ):
+        ours, theirs = evaluate(field), evaluate(full)
+        for a, b in zip(*((ours, theirs) if isinstance(ours, tuple) else ((ours,), (theirs,)))):
+            np.testing.assert_allclose(a, b, rtol=1e-10, atol=1e-13 * scale)
+
+
+def test_a_sparse_geodesic_distance_equals_the_full_one():
+    rng = np.random.default_rng(3)
+    centers = rng.uniform(-20.0, 20.0, size=(64, 2))
+    metrics = _low_rank_metrics(rng, 64, 2, 2, 0.3)
+    field = SmoothLocalField(centers, metrics, rho=2.0)
+    field.__dict__["capability"] = None
+    full = _full_twin(field)
+    a, b = centers[:4] + 0.05, centers[:4] + rng.normal(size=(4, 2))
+    assert field._sparse_pays and field._sparse_along(np.stack([a, b], axis=1)[:1]).n_centers < 16
+    ours, theirs = (LearnedMetricManifold(f).metric.dist(a, b) for f in (field, full))
+    np.testing.assert_allclose(ours, theirs, rtol=1e-10)
+    assert not SmoothLocalField(centers, metrics, rho=0.1)._sparse_pays  # a smoother blend: most centers matter everywhere

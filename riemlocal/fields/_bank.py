@@ -48,6 +48,16 @@ class DenseMetrics(_Blend):
         """:math:`M_r d_r` for differences ``diff`` ``(n, R, D)``, one per metric: shape ``(n, R, D)``."""
         return (diff.transpose(1, 0, 2) @ self.dense).transpose(1, 0, 2)  # M_r symmetric: d M_r = (M_r d)^T
 
+    def subset(self, columns):
+        """The metrics ``columns`` (indices), in the same form."""
+        return DenseMetrics(self.dense[columns])
+
+    @cached_property
+    def spectra(self):
+        """Smallest and largest eigenvalue of each metric, ``(R, 2)``."""
+        eigenvalues = np.linalg.eigvalsh(self.dense)
+        return eigenvalues[:, [0, -1]]
+
 
 class LowRankMetrics(_Blend):
     r"""The metrics :math:`M_r = s_r I + U_r U_r^T`: ``scales`` ``(R,)``, ``factors`` :math:`U_r` ``(R, D, d)``."""
@@ -75,6 +85,14 @@ class LowRankMetrics(_Blend):
         n_metrics, _, rank = self.factors.shape
         return self._expand((v @ self._stacked.T).reshape(len(v), n_metrics, rank), v)
 
+    def subset(self, columns):
+        return LowRankMetrics(self.scales[columns], self.factors[columns])
+
+    @cached_property
+    def spectra(self):
+        largest = np.linalg.eigvalsh(self.factors.transpose(0, 2, 1) @ self.factors)[:, -1]  # of U_r^T U_r (d x d)
+        return np.stack([self.scales, self.scales + largest], axis=1)
+
     def own_products(self, diff):
         return self._expand((diff.transpose(1, 0, 2) @ self.factors).transpose(1, 0, 2), diff)
 
@@ -92,6 +110,7 @@ class LowRankMetrics(_Blend):
         return blended
 
     products.__doc__, own_products.__doc__, blend.__doc__ = DenseMetrics.products.__doc__, DenseMetrics.own_products.__doc__, _Blend.blend.__doc__
+    subset.__doc__, spectra.__doc__ = DenseMetrics.subset.__doc__, DenseMetrics.spectra.__doc__
 
 
 def metric_bank(metrics, low_rank=True):

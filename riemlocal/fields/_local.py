@@ -14,6 +14,7 @@ center's own metric: the anisotropic Voronoi diagram of Ramanan & Baker eq.
 20--21) or one global matrix ``proximity``.
 """
 
+import copy
 from functools import cached_property
 
 import numpy as np
@@ -32,6 +33,12 @@ __all__ = ["NearestLocalField", "RBFLocalField", "SmoothLocalField"]
 #: two points pays that read per point (``metric_vector_product`` at 3,000 points, R = 1797, D = 10: 1.7 s in chunks of
 #: 3 points, 1.2 s of 16; 200 points, R = 500, D = 164: 4.1 s of 1 point, 1.0 s of 16)
 MIN_CHUNK_POINTS = 16
+#: blends of at least this many centers evaluate only the centers whose weight can matter (:meth:`RBFLocalField._sparse`)
+SPARSE_MIN_CENTERS = 32
+#: ... when those are at most this fraction of the centers (else every center is evaluated)
+SPARSE_FRACTION = 0.25
+#: the metric of a sparse evaluation differs from the full blend by at most this fraction of :math:`\lambda_{\min}(M(x))`
+DROP_RTOL = 1e-16
 
 
 def _finite(result, name):
@@ -271,16 +278,20 @@ class RBFLocalField(_LocalField):
         return weights, half_grad
 
     def _map_chunks(self, fn, base_point, *vectors, names=("tangent_vec", "position_vec", "velocity_vec")):
-        """Apply ``fn(x, *vectors)`` to flattened chunks and restore batch shapes; ``names`` name the vectors."""
+        """Apply ``fn(field, x, *vectors)`` to flattened chunks and restore batch shapes; ``names`` name the vectors.
+
+        ``field`` is this field or, for the chunk's points, its sparse view (:meth:`_sparse`).
+        """
         shape, arrays = check_broadcast(self.dim, *zip(vectors, names), (base_point, "base_point"))
         arrays = arrays[-1:] + arrays[:-1]  # fn takes the base point first
         if len(shape) == 2 and shape[0] * self.n_centers * self.dim <= CACHE_ELEMENTS:
             if all(a.shape == shape for a in arrays):  # the common case: skip the chunk bookkeeping
-                return _finite(fn(*arrays), names[0] if vectors else "base_point")
+                return _finite(fn(self._sparse(arrays[0]), *arrays), names[0] if vectors else "base_point")
         flat = [np.broadcast_to(a, shape).reshape(-1, self.dim) for a in arrays]
         outputs = None
         for chunk in self._chunks(len(flat[0])):
-            result = fn(*(a[chunk] for a in flat))
+            parts = [a[chunk] for a in flat]
+            result = fn(self._sparse(parts[0]), *parts)
             result = result if isinstance(result, tuple) else (result,)
             outputs = [[] for _ in result] if outputs is None else outputs
             for store, part in zip(outputs, result):
@@ -288,19 +299,91 @@ class RBFLocalField(_LocalField):
         merged = [np.concatenate(parts).reshape(shape[:-1] + parts[0].shape[1:]) for parts in outputs]
         return _finite(merged[0] if len(merged) == 1 else tuple(merged), names[0] if vectors else "base_point")
 
+    @cached_property
+    def _drop_gap(self):
+        r"""The score gap :math:`T \sigma` beyond which a center's weight is dropped (:meth:`_sparse`).
+
+        A dropped center has weight at most :math:`e^{-T}` of the largest, so the dropped weight is
+        :math:`\delta \le R e^{-T}` and the sparse metric (renormalized over the kept centers)
+        differs from :math:`M(x)` by at most :math:`2 \delta \max_r \lambda_{\max}(M_r) \le 2 \delta \kappa\,\lambda_{\min}(M(x))`,
+        :math:`\kappa = \max_r \lambda_{\max}(M_r) / \min_r \lambda_{\min}(M_r)`. :math:`T` solves
+        :math:`R \kappa (1 + T)^2 e^{-T} = ` ``DROP_RTOL``; the factor :math:`(1 + T)^2` is a margin for the
+        derivatives, whose dropped terms are those weights times one or two slopes :math:`\tfrac{2}{\sigma} P_r (x - x_r)`.
+        """
+        spectra = self._bank.spectra
+        spread = self.n_centers * spectra[:, 1].max() / spectra[:, 0].min() / DROP_RTOL
+        gap = 40.0
+        for _ in range(8):  # a contraction: converges in a few steps
+            gap = np.log(spread) + 2.0 * np.log1p(gap)
+        return gap * self.sigma
+
+    def _sparse(self, points, curves=False):
+        r"""This field restricted to the centers whose weight can matter at ``points`` ``(n, dim)`` (:meth:`_kept`), or the field itself.
+
+        Used off the compiled path by fields of at least ``SPARSE_MIN_CENTERS`` centers where it pays
+        (:attr:`_sparse_pays`) and at most ``SPARSE_FRACTION`` of the centers are kept; the view has no compiled capability.
+        """
+        if self.n_centers < SPARSE_MIN_CENTERS or not len(points) or not self._sparse_pays or compiled_data(self, len(points), curves) is not None:
+            return self
+        kept = np.flatnonzero(self._kept(points).any(axis=0))
+        if len(kept) > SPARSE_FRACTION * self.n_centers:
+            return self
+        view = copy.copy(self)
+        view.centers, view._bank, view._shifted_products = self.centers[kept], self._bank.subset(kept), self._shifted_products[kept]
+        view.__dict__["capability"] = None
+        return view
+
+    @cached_property
+    def _sparse_pays(self):
+        """Whether, at the centers themselves (up to 256 of them, evenly spaced), at most ``SPARSE_FRACTION`` of the centers are kept (median)."""
+        sample = self.centers[:: max(1, self.n_centers // 256)]
+        return bool(np.median(self._kept(sample).mean(axis=1)) <= SPARSE_FRACTION)
+
+    def _kept(self, points):
+        r"""Which centers ``(n, R)`` may have a proximity :math:`s_r` within :attr:`_drop_gap` of the smallest at each point.
+
+        Exactly for a global ``proximity`` or low-rank metrics (one product with all centers), by the
+        bounds :math:`\lambda_{\min}(M_r) |x - x_r|^2 \le s_r \le \lambda_{\max}(M_r) |x - x_r|^2` otherwise.
+        """
+        anchor = points.mean(axis=0)
+        relative, centers = points - anchor, self.centers - anchor
+        if self.proximity is not None:
+            relative, centers = relative @ self._proximity_factor, centers @ self._proximity_factor
+        squares, center_squares = np.einsum("nd,nd->n", relative, relative)[:, None], np.einsum("rd,rd->r", centers, centers)
+        distances = squares - 2.0 * relative @ centers.T + center_squares  # |x - x_r|^2 (in the proximity's norm)
+        slack = 1e-10 * (squares + center_squares)  # the rounding of the expansion, with a wide margin
+        if self.proximity is not None:
+            lower, upper = distances - slack, distances + slack
+        elif self.low_rank:
+            bank = self._bank
+            projected = (relative @ bank._stacked.T).reshape(len(points), *bank.factors.shape[::2])
+            projected -= np.einsum("rd,rdk->rk", centers, bank.factors)  # U_r^T (x - x_r)
+            scores = bank.scales * distances + np.einsum("nrk,nrk->nr", projected, projected)
+            slack *= bank.spectra[:, 1]
+            lower, upper = scores - slack, scores + slack
+        else:
+            spectra = self._bank.spectra
+            lower, upper = spectra[:, 0] * (distances - slack), spectra[:, 1] * (distances + slack)
+        return lower - upper.min(axis=1, keepdims=True) <= self._drop_gap
+
+    @cached_property
+    def _proximity_factor(self):
+        """:math:`L` with :math:`P = L L^T` for a global ``proximity``."""
+        return np.linalg.cholesky(self.proximity)
+
     def _blend_metric(self, weights):
         r""":math:`M = \sum_r w_r M_r`, shape ``(n, dim, dim)``."""
         return self._bank.blend(weights)
 
     def metric_matrix(self, base_point):
-        return self._map_chunks(lambda x: self._blend_metric(self._weights(x)[0]), base_point)
+        return self._map_chunks(lambda field, x: field._blend_metric(field._weights(x)[0]), base_point)
 
     def metric_derivative(self, base_point):
-        def derivative(x):
-            weights, half_grad = self._weights(x)
+        def derivative(field, x):
+            weights, half_grad = field._weights(x)
             centered = half_grad - np.einsum("nr,nrk->nk", weights, half_grad)[:, None, :]
-            coefficients = (weights[:, :, None] * centered).transpose(0, 2, 1).reshape(-1, self.n_centers)  # (n dim, R)
-            blended = self._bank.blend(coefficients).reshape(len(x), self.dim, self.dim, self.dim)  # [n, k, i, j]
+            coefficients = (weights[:, :, None] * centered).transpose(0, 2, 1).reshape(-1, field.n_centers)  # (n dim, R)
+            blended = field._bank.blend(coefficients).reshape(len(x), self.dim, self.dim, self.dim)  # [n, k, i, j]
             return (-2.0 / self.sigma) * blended.transpose(0, 2, 3, 1)
 
         return self._map_chunks(derivative, base_point)
@@ -310,8 +393,8 @@ class RBFLocalField(_LocalField):
         return (*self._weights(x), self._local_products(v))
 
     def metric_vector_product(self, tangent_vec, base_point):
-        def product(x, v):
-            weights, _, local = self._blend(x, v)
+        def product(field, x, v):
+            weights, _, local = field._blend(x, v)
             return (weights[:, None, :] @ local)[:, 0]
 
         return self._map_chunks(product, base_point, tangent_vec)
@@ -349,29 +432,37 @@ class RBFLocalField(_LocalField):
         return terms + (hessian_x, mixed, 2.0 * self._blend_metric(weights))
 
     def energy_terms(self, tangent_vec, base_point):
-        return self._map_chunks(lambda x, v: self._energy_terms(*self._blend(x, v), v), base_point, tangent_vec)
+        return self._map_chunks(lambda field, x, v: field._energy_terms(*field._blend(x, v), v), base_point, tangent_vec)
 
     def energy_hessian(self, tangent_vec, base_point):
-        return self._map_chunks(lambda x, v: self._energy_terms(*self._blend(x, v), v, True)[2:], base_point, tangent_vec)
+        return self._map_chunks(lambda field, x, v: field._energy_terms(*field._blend(x, v), v, True)[2:], base_point, tangent_vec)
 
     def segment_energy_terms(self, curves, hessian=False):
-        return self._map_curves(lambda nodes: self._segment_terms(nodes, hessian), curves)
+        return self._map_curves(lambda field, nodes: field._segment_terms(nodes, hessian), curves)
 
     def segment_end_quadratics(self, curves):
-        return self._map_curves(self._end_quadratics, curves)
+        return self._map_curves(lambda field, nodes: field._end_quadratics(nodes), curves)
 
     def _map_curves(self, fn, curves):
-        """Apply ``fn`` to chunks of flattened curves ``(batch, n_nodes, dim)``; its outputs ``(batch N, ...)`` come back as ``(..., N, ...)``."""
+        """Apply ``fn(field, nodes)`` to chunks of flattened curves ``(batch, n_nodes, dim)`` (``field``: :meth:`_sparse` at
+        their nodes and midpoints); its outputs ``(batch N, ...)`` come back as ``(..., N, ...)``."""
         curves = self._check_curves(curves)
         nodes = curves.reshape((-1,) + curves.shape[-2:])
         n_nodes = nodes.shape[1]
         size = max(1, CACHE_ELEMENTS // (n_nodes * self.n_centers * self.dim))
-        parts = [fn(nodes[start : start + size]) for start in range(0, len(nodes), size)]
+        parts = [fn(self._sparse_along(chunk), chunk) for chunk in (nodes[start : start + size] for start in range(0, len(nodes), size))]
         parts = [part if isinstance(part, tuple) else (part,) for part in parts]
         merged = parts[0] if len(parts) == 1 else [np.concatenate(values) for values in zip(*parts)]
         shape = curves.shape[:-2] + (n_nodes - 1,)
         merged = tuple(values.reshape(shape + values.shape[1:]) for values in merged)
         return _finite(merged if len(merged) > 1 else merged[0], "curves")
+
+    def _sparse_along(self, nodes):
+        """:meth:`_sparse` at the nodes and segment midpoints of curves ``(batch, n_nodes, dim)``."""
+        if self.n_centers < SPARSE_MIN_CENTERS:
+            return self
+        points = np.concatenate([nodes, 0.5 * (nodes[:, 1:] + nodes[:, :-1])], axis=1).reshape(-1, self.dim)
+        return self._sparse(points, curves=True)
 
     def _node_terms(self, nodes):
         r"""Products at the nodes of curves ``(batch, n_nodes, dim)``, one GEMM for all of them.
@@ -430,7 +521,7 @@ class RBFLocalField(_LocalField):
         return (self._centered(weights, slopes)[:, None, :] @ local)[:, 0]
 
     def derivative_vector_product(self, tangent_vec, base_point):
-        return self._map_chunks(lambda x, v: self._derivative_product(*self._blend(x, v), v), base_point, tangent_vec)
+        return self._map_chunks(lambda field, x, v: field._derivative_product(*field._blend(x, v), v), base_point, tangent_vec)
 
     def _acceleration(self, tangent_vec, base_point):
         r"""The fused form of :meth:`MetricField.geodesic_acceleration`, for ``(n, dim)`` arrays (ODE right-hand sides).
@@ -448,22 +539,23 @@ class RBFLocalField(_LocalField):
         rhs = (-1.0 / self.sigma) * (spread.reshape(len(weights), 1, 2 * self.n_centers) @ stacked)[:, 0]
         return solve_spd(self._blend_metric(weights), rhs)
 
-    def _compiled(self, compiled_function, numpy_function):
-        """``f(x, *vectors)`` by a compiled batch function of :mod:`~riemlocal.numerics` where that is faster
+    @staticmethod
+    def _compiled(compiled_function, numpy_function):
+        """``f(field, x, *vectors)`` by a compiled batch function of :mod:`~riemlocal.numerics` where that is faster
         (:func:`~riemlocal.numerics.compiled_data`), else, or where it declines (overflow), by numpy."""
 
-        def function(x, *vectors):
-            data = compiled_data(self, len(x))
+        def function(field, x, *vectors):
+            data = compiled_data(field, len(x))
             if data is not None:
                 out, done = compiled_function(data, *(np.ascontiguousarray(a) for a in (x, *vectors)))
                 if done:
                     return out
-            return numpy_function(x, *vectors)
+            return numpy_function(field, x, *vectors)
 
         return function
 
     def geodesic_acceleration(self, tangent_vec, base_point):
-        numpy_function = lambda x, v: self._acceleration(v, x)  # noqa: E731
+        numpy_function = lambda field, x, v: field._acceleration(v, x)  # noqa: E731
         return self._map_chunks(self._compiled(accelerations, numpy_function), base_point, tangent_vec)
 
     def _slopes(self, weights, half_grad):
@@ -478,18 +570,18 @@ class RBFLocalField(_LocalField):
         :math:`\partial_k \partial_l w_r = w_r [c_r c_r^T - C - \tfrac{2}{\sigma}(P_r - \bar P)]_{kl}`
         (the last term vanishes for a global ``proximity``).
         """
-        metrics = self.metrics
+        full = self.metrics
 
-        def second(x):
-            weights, half_grad = self._weights(x)
-            slopes = self._slopes(weights, half_grad)
+        def second(field, x):
+            weights, half_grad = field._weights(x)
+            slopes = field._slopes(weights, half_grad)
             outer = np.einsum("nrk,nrl->nrkl", slopes, slopes)
             covariance = np.einsum("nr,nrkl->nkl", weights, outer)
-            metric = self._blend_metric(weights)
+            metric, metrics = field._blend_metric(weights), full if field is self else field.metrics
             result = np.einsum("nr,nrkl,rij->nijkl", weights, outer, metrics)
             result -= np.einsum("nkl,nij->nijkl", covariance, metric)
-            if self.proximity is None:
-                result -= (2.0 / self.sigma) * (
+            if field.proximity is None:
+                result -= (2.0 / field.sigma) * (
                     np.einsum("nr,rkl,rij->nijkl", weights, metrics, metrics)
                     - np.einsum("nkl,nij->nijkl", metric, metric)
                 )
@@ -530,7 +622,7 @@ class RBFLocalField(_LocalField):
         return solve_spd(metric, first - second - third + velocity)
 
     def acceleration_derivative(self, tangent_vec, base_point, position_vec, velocity_vec):
-        function = self._compiled(acceleration_derivatives, self._acceleration_derivative)
+        function = self._compiled(acceleration_derivatives, lambda field, *arrays: field._acceleration_derivative(*arrays))
         return self._map_chunks(function, base_point, tangent_vec, position_vec, velocity_vec)
 
 

@@ -48,8 +48,8 @@ NODE_CHART_MAX_DIM = 20  # lengths take the node chart up to this dimension (256
 CHART_SAMPLES = 2  # the node chart factors the metric at this many + 1 nodes of each curve (8: as many iterations, 1.1x the time; 1: 1.1-1.3x the iterations)
 ERROR_SAFETY = 2.0  # error estimates are this multiple of the last Romberg correction (extrapolate_levels)
 RESOLVED_RATIO = 3.0  # the quadrature gap falls by 4 per level where the metric is resolved, by 2 where it is not
-STALL_FACTOR = 10.0
-COARSE_TOL_FACTOR = 100.0  # the coarsest level weighs 1/45 in the extrapolation: it is minimized to this times tol  # a minimization whose gradient norm ends above STALL_FACTOR * tol did not converge
+STALL_FACTOR = 10.0  # a minimization whose gradient norm ends above STALL_FACTOR * tol did not converge
+COARSE_TOL_FACTOR = 100.0  # the coarsest level weighs 1/45 in the extrapolation: it is minimized to this times tol
 UNRESOLVED = 1e-8  #: curves this short (relative to their coordinates) stay straight: round-off hides their geometry
 _DAMPING = 10.0 ** np.arange(-3, 5)  # Levenberg--Marquardt shifts tried where the energy Hessian is indefinite
 
