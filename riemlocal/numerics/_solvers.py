@@ -470,10 +470,11 @@ class EnergyLogSolver:
             self._retry_finer(outputs, y[first], x[first], log_rtol, certified)
             if checked:
                 self._check_routes(outputs, y[first], x[first], log_rtol)
-            hard = ~self._assess(outputs, log_rtol)[0] | (outputs[4] > HARD_LEVELS_FACTOR * self.n_segments)
+            certified = self._assess(outputs, log_rtol)[0]
+            hard = ~certified | (outputs[4] > HARD_LEVELS_FACTOR * self.n_segments)
             hard |= sharp and self.field.dim > 2
             hard &= outputs[4] > 1  # not the pairs closer than round-off resolves
-            self._search_routes(outputs, y[first], x[first], log_rtol, hard)
+            self._search_routes(outputs, y[first], x[first], log_rtol, hard, certified)
         screened = self._screen_routes(outputs, y[first], x[first], log_rtol) if self.field.dim == 2 and not checked else False
         if self._check_triangles(outputs, y[first], x[first], log_rtol) or repair or screened:
             certified = self._assess(outputs, log_rtol)[0]
@@ -535,7 +536,7 @@ class EnergyLogSolver:
         retry.n_segments = curves.shape[1] - 1
         return retry._solve_pairs(point, base_point, log_rtol, curves)
 
-    def _search_routes(self, outputs, point, base_point, log_rtol, hard):
+    def _search_routes(self, outputs, point, base_point, log_rtol, hard, certified):
         """Hard pairs: solve again from the best routes of a cheap global search, keep the better answer.
 
         The candidates of a pair are its own curve, its detours through the field's centers and random waypoints
@@ -543,7 +544,9 @@ class EnergyLogSolver:
         shortest route of a lattice around it (:func:`~riemlocal.numerics._routes.lattice_routes`),
         each resampled to ``RETRY_FACTOR * n_segments`` segments and minimized at that level
         (a route's own length says little about the geodesic it leads to). Candidates that end
-        within ``SAME_ROUTE`` of the chord of a shorter one are the same route. The lattice route and
+        within ``SAME_ROUTE`` of the chord of a shorter one are the same route; a ``certified`` pair whose
+        candidates all end on its own curve's route is done (on iris' per-class field, 39 of 190 pairs
+        searched, every candidate did: the search took 5.9 s of 7.0 s, and improved none). The lattice route and
         the shortest others (:func:`~riemlocal.numerics.polyline_length`), ``ROUTE_REFINE`` in all, are
         refined to twice the segments and minimized again, where their lengths rank them more
         reliably (at 32 segments a sharp transition can shorten a wrong route by a percent), and the
@@ -566,7 +569,13 @@ class EnergyLogSolver:
         method = resolve_method(self.method, self.field.dim, n_problems=1)  # per pair's worth of work: Newton up to dim = 20
         curves, owners = self._minimize_routes(np.stack(starts), method), np.array(owners)
         same = SAME_ROUTE * np.linalg.norm(point - base_point, axis=1)
-        rank = _route_ranks(curves, owners, _route_lengths(self.field, curves), np.array(lattice), same[owners])
+        own = np.r_[True, owners[1:] != owners[:-1]]  # each pair's first candidate: its own curve, minimized
+        apart = np.abs(curves - curves[np.maximum.accumulate(np.where(own, np.arange(len(own)), 0))]).max(axis=(1, 2)) > same[owners]
+        kept = apart | (own & (np.isin(owners, owners[apart]) | ~certified[owners]))  # a certified pair whose candidates all found its own route is done
+        if not kept.any():
+            return
+        curves, owners, lattice = curves[kept], owners[kept], np.array(lattice)[kept]
+        rank = _route_ranks(curves, owners, _route_lengths(self.field, curves), lattice, same[owners])
         chosen = np.flatnonzero(rank < ROUTE_REFINE)
         curves, owners = self._minimize_routes(refine(curves[chosen], cubic=True), method), owners[chosen]
         rank = _route_ranks(curves, owners, _route_lengths(self.field, curves), np.zeros(len(owners), dtype=bool), same[owners])
