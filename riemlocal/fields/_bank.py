@@ -58,6 +58,15 @@ class DenseMetrics(_Blend):
         eigenvalues = np.linalg.eigvalsh(self.dense)
         return eigenvalues[:, [0, -1]]
 
+    def own_norm_bounds(self, relative, centers, squares, slack):
+        r"""Bounds ``(n, R)`` on :math:`\|x - x_r\|^2_{M_r}` without ``(n, R, D)`` arrays: here
+        :math:`\lambda_{\min}(M_r) |x - x_r|^2` and :math:`\lambda_{\max}(M_r) |x - x_r|^2`.
+
+        ``relative`` ``(n, D)`` and ``centers`` ``(R, D)`` are the points and the centers from a common
+        anchor, ``squares`` ``(n, R)`` their :math:`|x - x_r|^2` and ``slack`` ``(n, R)`` its rounding.
+        """
+        return self.spectra[:, 0] * (squares - slack), self.spectra[:, 1] * (squares + slack)
+
 
 class LowRankMetrics(_Blend):
     r"""The metrics :math:`M_r = s_r I + U_r U_r^T`: ``scales`` ``(R,)``, ``factors`` :math:`U_r` ``(R, D, d)``."""
@@ -93,6 +102,17 @@ class LowRankMetrics(_Blend):
         largest = np.linalg.eigvalsh(self.factors.transpose(0, 2, 1) @ self.factors)[:, -1]  # of U_r^T U_r (d x d)
         return np.stack([self.scales, self.scales + largest], axis=1)
 
+    def own_norm_bounds(self, relative, centers, squares, slack):
+        r""":math:`\|x - x_r\|^2_{M_r} = s_r |x - x_r|^2 + |U_r^T (x - x_r)|^2` ``(n, R)``, exact to the rounding
+        ``slack`` (times :math:`\lambda_{\max}(M_r)`), as lower and upper bound: one product with all the factors.
+        The arguments are those of :meth:`DenseMetrics.own_norm_bounds`."""
+        n_metrics, _, rank = self.factors.shape
+        projected = (relative @ self._stacked.T).reshape(len(relative), n_metrics, rank)
+        projected -= np.einsum("rd,rdk->rk", centers, self.factors)  # U_r^T (x - x_r)
+        norms = self.scales * squares + np.einsum("nrk,nrk->nr", projected, projected)
+        slack = slack * self.spectra[:, 1]
+        return norms - slack, norms + slack
+
     def own_products(self, diff):
         return self._expand((diff.transpose(1, 0, 2) @ self.factors).transpose(1, 0, 2), diff)
 
@@ -111,6 +131,7 @@ class LowRankMetrics(_Blend):
 
     products.__doc__, own_products.__doc__, blend.__doc__ = DenseMetrics.products.__doc__, DenseMetrics.own_products.__doc__, _Blend.blend.__doc__
     subset.__doc__, spectra.__doc__ = DenseMetrics.subset.__doc__, DenseMetrics.spectra.__doc__
+
 
 
 def metric_bank(metrics, low_rank=True):

@@ -342,8 +342,8 @@ class RBFLocalField(_LocalField):
     def _kept(self, points):
         r"""Which centers ``(n, R)`` may have a proximity :math:`s_r` within :attr:`_drop_gap` of the smallest at each point.
 
-        Exactly for a global ``proximity`` or low-rank metrics (one product with all centers), by the
-        bounds :math:`\lambda_{\min}(M_r) |x - x_r|^2 \le s_r \le \lambda_{\max}(M_r) |x - x_r|^2` otherwise.
+        Exactly for a global ``proximity``, else from the bank's bounds (:meth:`~riemlocal.fields._bank.DenseMetrics.own_norm_bounds`:
+        exact for low-rank metrics, by :math:`\lambda_{\min}(M_r) |x - x_r|^2 \le s_r \le \lambda_{\max}(M_r) |x - x_r|^2` for dense ones).
         """
         anchor = points.mean(axis=0)
         relative, centers = points - anchor, self.centers - anchor
@@ -354,16 +354,8 @@ class RBFLocalField(_LocalField):
         slack = 1e-10 * (squares + center_squares)  # the rounding of the expansion, with a wide margin
         if self.proximity is not None:
             lower, upper = distances - slack, distances + slack
-        elif self.low_rank:
-            bank = self._bank
-            projected = (relative @ bank._stacked.T).reshape(len(points), *bank.factors.shape[::2])
-            projected -= np.einsum("rd,rdk->rk", centers, bank.factors)  # U_r^T (x - x_r)
-            scores = bank.scales * distances + np.einsum("nrk,nrk->nr", projected, projected)
-            slack *= bank.spectra[:, 1]
-            lower, upper = scores - slack, scores + slack
         else:
-            spectra = self._bank.spectra
-            lower, upper = spectra[:, 0] * (distances - slack), spectra[:, 1] * (distances + slack)
+            lower, upper = self._bank.own_norm_bounds(relative, centers, distances, slack)
         return lower - upper.min(axis=1, keepdims=True) <= self._drop_gap
 
     @cached_property

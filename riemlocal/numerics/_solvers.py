@@ -569,8 +569,8 @@ class EnergyLogSolver:
         method = resolve_method(self.method, self.field.dim, n_problems=1)  # per pair's worth of work: Newton up to dim = 20
         curves, owners = self._minimize_routes(np.stack(starts), method), np.array(owners)
         same = SAME_ROUTE * np.linalg.norm(point - base_point, axis=1)
-        own = np.r_[True, owners[1:] != owners[:-1]]  # each pair's first candidate: its own curve, minimized
-        apart = np.abs(curves - curves[np.maximum.accumulate(np.where(own, np.arange(len(own)), 0))]).max(axis=(1, 2)) > same[owners]
+        first = np.searchsorted(owners, owners)  # each pair's first candidate (owners ascend): its own curve, minimized
+        own, apart = first == np.arange(len(owners)), ~_same_route(curves, curves[first], same[owners])
         kept = apart | (own & (np.isin(owners, owners[apart]) | ~certified[owners]))  # a certified pair whose candidates all found its own route is done
         if not kept.any():
             return
@@ -881,6 +881,11 @@ def _route_lengths(field, curves):
     return two
 
 
+def _same_route(curves, others, same):
+    """Whether curves ``(..., N + 1, dim)`` lie node by node within ``same`` ``(...)`` of ``others`` (every coordinate): the same route."""
+    return np.abs(curves - others).max(axis=(-2, -1)) <= same
+
+
 def _route_ranks(curves, owners, lengths, first, same):
     """Rank of each candidate curve ``(n, N + 1, dim)`` among its pair's (``owners``): those marked ``first``, then by ``lengths``.
 
@@ -893,7 +898,7 @@ def _route_ranks(curves, owners, lengths, first, same):
         mine = order[owners[order] == pair]
         distinct = []
         for k in mine:
-            if not any(np.abs(curves[k] - curves[j]).max() <= same[k] for j in distinct):
+            if not any(_same_route(curves[k], curves[j], same[k]) for j in distinct):
                 distinct.append(k)
         rank[distinct] = np.arange(len(distinct))
         rank[np.setdiff1d(mine, distinct, assume_unique=True)] = len(mine)
