@@ -43,6 +43,7 @@ References
 """
 
 import warnings
+from contextlib import contextmanager
 from dataclasses import dataclass
 from types import MappingProxyType
 
@@ -183,7 +184,9 @@ def distance(field, x, y, rule="test", squared=False, *, log_solver=None, n_jobs
         :class:`~riemlocal.numerics.EnergyLogSolver` of ``field``.
     n_jobs : int, default=None
         Parallel workers (joblib; ``None`` means 1 unless in a
-        :func:`joblib.parallel_config` context).
+        :func:`joblib.parallel_config` context). A Log solver given (or the
+        space's) that has an ``n_jobs`` option runs with this one for the call;
+        ``None`` leaves it its own.
     verbose : bool, default=False
         Show a progress bar.
 
@@ -317,10 +320,24 @@ def _geodesic_rule(field, X, Y, x_index, y_index, *, n_jobs, verbose, log_solver
             field, n_segments=_GEODESIC_SEGMENTS, chunk_size=_GEODESIC_PAIRS, n_jobs=n_jobs, verbose=verbose
         )
     start, end = X[x_index], Y[y_index]
-    if hasattr(log_solver, "dist"):
-        return log_solver.dist(start, end) ** 2
-    velocity = log_solver.log(end, start)
+    with _workers(log_solver, n_jobs):
+        if hasattr(log_solver, "dist"):
+            return log_solver.dist(start, end) ** 2
+        velocity = log_solver.log(end, start)
     return np.einsum("pi,pi->p", field.metric_vector_product(velocity, start), velocity)
+
+
+@contextmanager
+def _workers(log_solver, n_jobs):
+    """A given solver with an ``n_jobs`` option runs with the call's ``n_jobs`` (when not ``None``); its own is restored after."""
+    if n_jobs is None or not hasattr(log_solver, "n_jobs"):
+        yield
+        return
+    own, log_solver.n_jobs = log_solver.n_jobs, n_jobs
+    try:
+        yield
+    finally:
+        log_solver.n_jobs = own
 
 
 # --------------------------------------------------------------------------- tasks

@@ -103,6 +103,27 @@ def test_the_geodesic_rule_uses_the_injected_solver():
         distance(field, X, Y[0], rule="geodesic", log_solver="energy")
 
 
+def test_the_call_n_jobs_reaches_a_given_solver_for_the_call():
+    """``n_jobs`` of ``distance``/``pairwise_distances`` runs the space's (or a given) solver with that many workers,
+    and leaves the solver's own setting as it was; ``None`` keeps the solver's."""
+    field = SmoothLocalField(CENTERS, METRICS)
+    X = np.random.default_rng(3).normal(size=(3, 2))
+    seen = []
+
+    class WorkersSolver(RecordingSolver):
+        n_jobs = 1
+
+        def dist(self, point_a, point_b):
+            seen.append(self.n_jobs)
+            return super().dist(point_a, point_b)
+
+    space = LearnedMetricManifold(field)
+    space.metric.log_solver = WorkersSolver(field)
+    pairwise_distances(space, X, rule="geodesic", n_jobs=2)
+    distance(field, X[0], X[1], rule="geodesic", log_solver=space.metric.log_solver)
+    assert seen == [2, 1] and space.metric.log_solver.n_jobs == 1
+
+
 def test_the_classifier_builds_its_solver_from_the_fitted_field():
     rng = np.random.default_rng(2)
     X = np.r_[rng.normal(size=(8, 2)) - 1, rng.normal(size=(8, 2)) + 1]

@@ -124,14 +124,15 @@ def _distinct_pairs(x, y, symmetric):
     return first, inverse, reverse != reverse[first][inverse]
 
 
-def _map_chunks(solve, a, b, chunk_size, n_jobs, verbose, description):
-    """``solve`` on chunks of at most ``chunk_size`` pairs ``(a, b)``, at least one per worker (joblib); outputs concatenated."""
-    n_workers = effective_n_jobs(check_n_jobs(n_jobs))
-    if len(a) <= chunk_size and not verbose and n_workers == 1:  # one chunk, in this process
-        return list(solve(a, b))
-    size = max(1, min(chunk_size, -(-len(a) // n_workers)))
-    chunks = [slice(i, i + size) for i in range(0, len(a), size)]
-    parts = parallel_map(solve, [(a[c], b[c]) for c in chunks], n_jobs, verbose, description)
+def _map_chunks(solve, arrays, chunk_size, n_jobs, verbose, description):
+    """``solve(*chunk)`` on chunks of at most ``chunk_size`` rows of ``arrays`` (a tuple, rows aligned), at least one
+    per worker (joblib); outputs concatenated."""
+    n_rows, n_workers = len(arrays[0]), effective_n_jobs(check_n_jobs(n_jobs))
+    if n_rows <= chunk_size and not verbose and n_workers == 1:  # one chunk, in this process
+        return list(solve(*arrays))
+    size = max(1, min(chunk_size, -(-n_rows // n_workers)))
+    chunks = [slice(i, i + size) for i in range(0, n_rows, size)]
+    parts = parallel_map(solve, [tuple(array[c] for array in arrays) for c in chunks], n_jobs, verbose, description)
     return [np.concatenate(outputs) for outputs in zip(*parts)]
 
 
@@ -189,7 +190,7 @@ class ODEExpSolver:
         def solve(v, x):
             return (self._integrate(v, x, (1.0,))[:, 0],)
 
-        (end,) = _map_chunks(solve, v, x, self.chunk_size, self.n_jobs, self.verbose, "Exp (initial-value problems)")
+        (end,) = _map_chunks(solve, (v, x), self.chunk_size, self.n_jobs, self.verbose, "Exp (initial-value problems)")
         return end.reshape(shape + (self.field.dim,))
 
     def geodesic_ivp(self, tangent_vec, base_point):
@@ -241,7 +242,7 @@ class ODEExpSolver:
             return (states[:, position, 2 * dim :],)
 
         initial = np.concatenate([tangent_vec, riders], axis=1)
-        (carried,) = _map_chunks(solve, base_point, initial, self.chunk_size, self.n_jobs, self.verbose, "along geodesics")
+        (carried,) = _map_chunks(solve, (base_point, initial), self.chunk_size, self.n_jobs, self.verbose, "along geodesics")
         return carried
 
 
@@ -368,7 +369,7 @@ class EnergyLogSolver:
         self.n_segments, self.rtol, self.log_rtol, self.max_segments = n_segments, rtol, log_rtol, max_segments
         self.tol, self.max_iter, self.method = tol, max_iter, method
         self.chunk_size, self.n_jobs, self.verbose, self.compiled = chunk_size, n_jobs, verbose, compiled
-        self._checked, self._per_field = (), None
+        self._checked, self._per_field, self._measured = (), None, {}
         self._check()
 
     def _check(self):
@@ -453,6 +454,7 @@ class EnergyLogSolver:
         ``log_rtol`` overrides the option of the same name (``np.inf``: distances only).
         """
         self._check()
+        self._measured = {}
         log_rtol = self.log_rtol if log_rtol is None else log_rtol
         y, x, shape = _broadcast_pairs(point, base_point, names, self.field.dim)
         first, inverse, flipped = _distinct_pairs(x, y, symmetric=math.isinf(log_rtol))
@@ -461,7 +463,7 @@ class EnergyLogSolver:
             return self._solve_chunk(point, base_point, log_rtol)
 
         outputs = _map_chunks(
-            solve_chunk, y[first], x[first], self.chunk_size, self.n_jobs, self.verbose, "geodesic boundary-value problems"
+            solve_chunk, (y[first], x[first]), self.chunk_size, self.n_jobs, self.verbose, "geodesic boundary-value problems"
         )
         certified, sharp = self._assess(outputs, log_rtol)[0], self._sharp_field()
         checked = self.field.dim == 2 and self._sharpness() > CHECK_BLEND
@@ -499,6 +501,7 @@ class EnergyLogSolver:
             curves=curves.reshape(shape),
             n_iter_all_levels=int(n_iter.max()),
         )
+        self._measured = {}
         if not converged.all():
             self._warn(optimized, error, log_error, log_rtol, n_straight)
         return self.last_result_
@@ -528,13 +531,21 @@ class EnergyLogSolver:
         level = copy.copy(self)
         level.n_segments = level.max_segments = curves.shape[1] - 1
         level.method = method
-        return np.stack(level._solve_pairs(curves[:, -1], curves[:, 0], np.inf, curves)[6])
+        return np.stack(level._map_pairs(curves[:, -1], curves[:, 0], np.inf, curves, "candidate routes")[6])
 
     def _solve_from(self, curves, point, base_point, log_rtol):
         """Solve the pairs ``(point, base_point)`` in full from the curves ``(n, N + 1, dim)``, N segments first."""
         retry = copy.copy(self)
         retry.n_segments = curves.shape[1] - 1
-        return retry._solve_pairs(point, base_point, log_rtol, curves)
+        return retry._map_pairs(point, base_point, log_rtol, curves, "geodesics from other routes")
+
+    def _map_pairs(self, point, base_point, log_rtol, starts, description):
+        """:meth:`_solve_pairs` on chunks of the pairs over the solver's workers (:func:`_map_chunks`)."""
+
+        def solve(point, base_point, starts):
+            return self._solve_pairs(point, base_point, log_rtol, starts)
+
+        return tuple(_map_chunks(solve, (point, base_point, starts), self.chunk_size, self.n_jobs, False, description))
 
     def _search_routes(self, outputs, point, base_point, log_rtol, hard, certified):
         """Hard pairs: solve again from the best routes of a cheap global search, keep the better answer.
@@ -555,12 +566,30 @@ class EnergyLogSolver:
         are updated in place.
         """
         rows = np.flatnonzero(hard)
-        n_nodes = RETRY_FACTOR * self.n_segments + 1
-        if not len(rows) or 8 * (n_nodes - 1) > self.max_segments:
+        if not len(rows) or 8 * RETRY_FACTOR * self.n_segments > self.max_segments:
             return
+        self._of_field(center_graph)  # once, in this process: the workers get it with the solver
+        n_workers = effective_n_jobs(self.n_jobs)
+        n_tasks = 1 if n_workers == 1 else min(len(rows), SEARCH_TASKS_PER_WORKER * n_workers)
+        tasks = np.array_split(rows, n_tasks)
+        serial = copy.copy(self)
+        serial.n_jobs = 1
+        answers = parallel_map(
+            serial._search_rows,
+            [(tuple(output[task] for output in outputs), point[task], base_point[task], log_rtol, certified[task]) for task in tasks],
+            self.n_jobs,
+        )
+        for task, answer in zip(tasks, answers):
+            _replace_rows(outputs, task, answer, np.ones(len(task), dtype=bool))
+
+    def _search_rows(self, outputs, point, base_point, log_rtol, certified):
+        """The search of :meth:`_search_routes` for every pair of ``outputs`` (of :meth:`_solve_chunk`), updated and returned."""
+        rows = np.arange(len(point))
+        n_nodes = RETRY_FACTOR * self.n_segments + 1
         starts, owners, lattice, graph = [], [], [], self._of_field(center_graph)
+        same = SAME_ROUTE * np.linalg.norm(point - base_point, axis=1)
         for row in rows:
-            routes = [outputs[6][row]] + detour_routes(self.field, base_point[row], point[row], graph)
+            routes = [outputs[6][row]] + detour_routes(self.field, base_point[row], point[row], graph, same[row])
             if self.field.dim == 2:
                 routes += lattice_routes(self.field, base_point[row, None], point[row, None])
             starts += [resample(route, n_nodes) for route in routes]
@@ -568,12 +597,11 @@ class EnergyLogSolver:
             lattice += [False] * (len(routes) - 1) + [self.field.dim == 2]
         method = resolve_method(self.method, self.field.dim, n_problems=1)  # per pair's worth of work: Newton up to dim = 20
         curves, owners = self._minimize_routes(np.stack(starts), method), np.array(owners)
-        same = SAME_ROUTE * np.linalg.norm(point - base_point, axis=1)
         first = np.searchsorted(owners, owners)  # each pair's first candidate (owners ascend): its own curve, minimized
         own, apart = first == np.arange(len(owners)), ~_same_route(curves, curves[first], same[owners])
         kept = apart | (own & (np.isin(owners, owners[apart]) | ~certified[owners]))  # a certified pair whose candidates all found its own route is done
         if not kept.any():
-            return
+            return outputs
         curves, owners, lattice = curves[kept], owners[kept], np.array(lattice)[kept]
         rank = _route_ranks(curves, owners, _route_lengths(self.field, curves), lattice, same[owners])
         chosen = np.flatnonzero(rank < ROUTE_REFINE)
@@ -584,6 +612,7 @@ class EnergyLogSolver:
         for k in range(ROUTE_STARTS):  # the best start of each pair first, each answer against the best so far
             mine = rank[chosen] == k
             self._keep_better(outputs, owners[chosen][mine], tuple(output[mine] for output in again), log_rtol)
+        return outputs
 
     def _of_field(self, compute):
         """``compute(field)`` (a function of the field alone), computed once per field of the solver."""
@@ -721,16 +750,30 @@ class EnergyLogSolver:
         shapes = np.stack([[len(curves[i]) - 1 for i in checked], np.where(certified[checked], 1, CURVE_SUBDIVISIONS)], axis=1)
         for nodes, subdivisions in unique_rows(shapes)[0]:
             group = checked[(shapes == (nodes, subdivisions)).all(axis=1)]  # one quadrature per shape
-            group_curves = np.stack(curves[group])
-            segments = polyline_length(self.field, np.stack([group_curves[:, :-1], group_curves[:, 1:]], axis=2), subdivisions)
-            curve_length[group] = segments.sum(axis=1)
-            if subdivisions > 1:  # an uncertified curve's length bounds the distance where a finer quadrature agrees
-                finer = polyline_length(self.field, group_curves, 2 * subdivisions)
-                curve_length[group] = np.where(np.abs(finer - curve_length[group]) <= CURVE_GAP * finer, curve_length[group], np.inf)
+            curve_length[group], no_jump = self._measure_curves(curves[group], subdivisions)
             gap = np.abs(curve_length[group] - length[group])
-            faithful[group] = (nodes == 1) | ((gap <= CURVE_GAP * length[group]) & (segments.max(axis=1) <= JUMP_FACTOR * segments.mean(axis=1)))
+            faithful[group] = (nodes == 1) | ((gap <= CURVE_GAP * length[group]) & no_jump)
         certified &= faithful
         return certified, np.where(certified, length, curve_length)
+
+    def _measure_curves(self, curves, subdivisions):
+        """The lengths of curves of one shape (:func:`~riemlocal.numerics.polyline_length`, ``subdivisions`` pieces per
+        segment; above one, infinite where twice as many pieces differ by more than ``CURVE_GAP``: no reliable length)
+        and whether no segment is ``JUMP_FACTOR`` times their mean. Each curve is measured once per :meth:`solve`
+        (``_measured``, by identity): :meth:`_assess` runs several times on the same curves."""
+        new = [curve for curve in curves if (id(curve), subdivisions) not in self._measured]
+        if new:
+            stacked = np.stack(new)
+            segments = polyline_length(self.field, np.stack([stacked[:, :-1], stacked[:, 1:]], axis=2), subdivisions)
+            lengths = segments.sum(axis=1)
+            if subdivisions > 1:  # an uncertified curve's length bounds the distance where a finer quadrature agrees
+                finer = polyline_length(self.field, stacked, 2 * subdivisions)
+                lengths = np.where(np.abs(finer - lengths) <= CURVE_GAP * finer, lengths, np.inf)
+            no_jump = segments.max(axis=1) <= JUMP_FACTOR * segments.mean(axis=1)
+            for curve, value, flag in zip(new, lengths, no_jump):
+                self._measured[id(curve), subdivisions] = (curve, value, flag)  # the curve kept alive: its id stays its own
+        measured = [self._measured[id(curve), subdivisions] for curve in curves]
+        return np.array([entry[1] for entry in measured]), np.array([entry[2] for entry in measured], dtype=bool)
 
     def _solve_chunk(self, point, base_point, log_rtol):
         """The first solve of pairs ``(n, dim)``, from straight starts (:meth:`_solve_pairs`)."""
@@ -938,6 +981,8 @@ RETRY_FACTOR = 4
 ROUTE_STARTS = 3
 #: ... chosen among this many distinct routes refined to twice the segments
 ROUTE_REFINE = 6
+#: the search's pairs are split in this many tasks per worker (:meth:`EnergyLogSolver._search_routes`): their costs differ
+SEARCH_TASKS_PER_WORKER = 4
 #: candidate curves whose nodes are all within this fraction of the pair's chord of a shorter one's are one route
 SAME_ROUTE = 0.05
 #: a curve with a segment this many times longer than its mean segment is a jump minimizer, not certified
