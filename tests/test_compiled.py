@@ -19,6 +19,7 @@ from riemlocal.fields.kernels import (
     rbf_weights,
     rbf_work_space,
 )
+from riemlocal.fields.shared_kernels import SharedRBFKernel, shared_curve_trapezoid, shared_curve_work, shared_relative_scratch, shared_relative_to
 from riemlocal.numerics import (
     COMPILED_MAX_WORK,
     CURVE_MAX_DIM,
@@ -38,18 +39,28 @@ def random_spd(rng, n, dim, condition=30.0):
 
 
 def rbf_fields(dim, seed=0):
-    """A SmoothLocalField, an RBF field with each center's own proximity and one with a global proximity."""
+    """A SmoothLocalField, an RBF field with each center's own proximity, one with a global proximity, and two whose
+    centers share three metrics (a per-class field: the kernel stores each metric once), with own and global proximity."""
     rng = np.random.default_rng(seed)
     centers, metrics = rng.normal(size=(6, dim)), random_spd(rng, 6, dim)
-    return [
+    proximity, shared = random_spd(rng, 1, dim)[0], metrics[[1, 0, 1, 2, 0, 1]]
+    fields = [
         SmoothLocalField(centers, metrics, rho=3.0 / dim),
         RBFLocalField(centers, metrics, sigma=0.7 * dim),
-        RBFLocalField(centers, metrics, sigma=0.7 * dim, proximity=random_spd(rng, 1, dim)[0]),
+        RBFLocalField(centers, metrics, sigma=0.7 * dim, proximity=proximity),
+        SmoothLocalField(centers, shared, rho=3.0 / dim),
+        RBFLocalField(centers, shared, sigma=0.7 * dim, proximity=proximity),
     ]
+    for k, field in enumerate(fields):
+        kernel = field.capability.data
+        assert isinstance(kernel, SharedRBFKernel) == (k >= 3) and np.array_equal(kernel.metrics[kernel.groups], field.metrics)
+    return fields
 
 
-def relative(a, b):
-    return np.max(np.abs(a - b)) / np.max(np.abs(b))
+def relative(a, b, floor=0.0):
+    """The largest difference over the largest ``|b|`` (at least ``floor``: a quantity that vanishes, e.g. the
+    acceleration where the nearby centers share one metric, is compared at its scale)."""
+    return np.max(np.abs(a - b)) / max(np.max(np.abs(b)), floor)
 
 
 @pytest.mark.parametrize("dim", [1, 2, 5])
@@ -67,7 +78,7 @@ def test_point_kernels_equal_numpy(dim):
             assert relative(metric, field.metric_matrix(x)) < 1e-12
             out = np.empty(dim)
             assert rbf_acceleration(kernel, x, v, out, work)
-            assert relative(out, field._acceleration(v[None], x[None])[0]) < 1e-12
+            assert relative(out, field._acceleration(v[None], x[None])[0], floor=v @ v) < 1e-12
 
 
 def test_exp_nonpositive_within_one_ulp_of_libm():
@@ -133,9 +144,13 @@ def test_compiled_trapezoid_energy_equals_numpy(dim):
     curve = 3.0 + np.cumsum(rng.normal(size=(9, dim)) * 0.4, axis=0)
     for field in rbf_fields(dim, seed=dim):
         kernel = field.capability.data
-        kernel = rbf_relative_to(kernel, curve[0], np.empty_like(kernel.centers))
-        work = rbf_curve_work(kernel, 8)
-        assert relative(rbf_curve_trapezoid(kernel, curve, work), trapezoid_energy(field, curve)) < 1e-12
+        if isinstance(kernel, SharedRBFKernel):
+            kernel = shared_relative_to(kernel, curve[0], shared_relative_scratch(kernel))
+            energy = shared_curve_trapezoid(kernel, curve, shared_curve_work(kernel, 8))
+        else:
+            kernel = rbf_relative_to(kernel, curve[0], np.empty_like(kernel.centers))
+            energy = rbf_curve_trapezoid(kernel, curve, rbf_curve_work(kernel, 8))
+        assert relative(energy, trapezoid_energy(field, curve)) < 1e-12
 
 
 @pytest.mark.parametrize("dim", [1, 2, 4])

@@ -25,7 +25,7 @@ from ._base import MetricField, SegmentCells
 from ._bank import LowRankMetrics, metric_bank
 from ._envelope import envelope_arrays, envelope_cells
 from ..numerics import CompiledCapability, acceleration_derivatives, accelerations, compiled_data, segment_energy_terms
-from .kernels import RBFKernel
+from .shared_kernels import rbf_kernel
 
 __all__ = ["NearestLocalField", "RBFLocalField", "SmoothLocalField"]
 
@@ -246,16 +246,14 @@ class RBFLocalField(_LocalField):
 
     @cached_property
     def capability(self):
-        """Compiled evaluation (:mod:`~riemlocal.fields.kernels`) of the field's arrays, which the evaluators only read; R dim^2 per point.
+        """Compiled evaluation (:mod:`~riemlocal.fields.kernels`; :mod:`~riemlocal.fields.shared_kernels` where centers
+        share metrics) of the field's arrays, which the evaluators only read; R dim^2 per point.
 
         ``None`` where the metrics are stored in low-rank form (:attr:`low_rank`): the evaluators read dense metrics.
         """
         if self.low_rank:
             return None
-        own = self.proximity is None
-        metrics = self.metrics
-        arrays = (np.ascontiguousarray(a) for a in (self.centers, metrics, metrics if own else self.proximity[None]))
-        return CompiledCapability(RBFKernel(*arrays, float(self.sigma), own), point_cost=metrics.size)
+        return CompiledCapability(rbf_kernel(self.centers, self.metrics, self.proximity, self.sigma), point_cost=self.metrics.size)
 
     def weights(self, base_point):
         """Blending weights :math:`w_r(x)`, shape ``(..., n_centers)``; they sum to one."""

@@ -33,12 +33,14 @@ from ..utils.compiled import cached_njit, exp_nonpositive, refcount_free
 __all__ = ["RBFKernel", "rbf_weights", "rbf_metric", "rbf_point_metric", "rbf_acceleration", "rbf_acceleration_derivative", "rbf_work_space", "rbf_curve_work", "rbf_curve_terms", "rbf_curve_hessian", "rbf_curve_trapezoid", "rbf_relative_to"]
 
 
-RBFKernel = namedtuple("RBFKernel", ["centers", "metrics", "proximity", "sigma", "own_proximity"])
+RBFKernel = namedtuple("RBFKernel", ["centers", "metrics", "proximity", "sigma", "own_proximity", "groups"])
 RBFKernel.__doc__ = """Arrays of an RBF-blended field for its compiled evaluators (the ``data`` of its capability).
 
 ``centers`` ``(R, dim)``, ``metrics`` ``(R, dim, dim)``, ``proximity`` ``(R, dim, dim)``
 (``metrics`` when ``own_proximity``: :math:`P_r = M_r`) or ``(1, dim, dim)`` (one global :math:`P`),
-the softmax temperature ``sigma``.
+the softmax temperature ``sigma``; center ``r`` has ``metrics[groups[r]]`` (here ``groups`` is ``0, ..., R - 1``;
+:data:`~riemlocal.fields.shared_kernels.SharedRBFKernel` stores metrics that centers share once, and its
+evaluators at a point are these).
 """
 
 
@@ -50,7 +52,7 @@ def rbf_weights(kernel, x, weights, half_grad):
     smallest = np.inf
     proximity, own = kernel.proximity, kernel.own_proximity
     for r in range(n_centers):  # element indexing throughout: a view (metrics[r]) costs reference counting
-        p = r if own else 0
+        p = kernel.groups[r] if own else 0
         score = 0.0
         for i in range(dim):
             total = 0.0
@@ -74,15 +76,20 @@ def rbf_weights(kernel, x, weights, half_grad):
 
 
 @refcount_free
-def rbf_metric(kernel, weights, metric):
-    r""":math:`M = \sum_r w_r M_r` into ``metric`` ``(dim, dim)``."""
-    metrics = kernel.metrics
-    n_centers, dim = kernel.centers.shape
+def rbf_metric(kernel, weights, metric, group_weights):
+    r""":math:`M = \sum_r w_r M_r = \sum_g W_g M_g` into ``metric`` ``(dim, dim)``, with the weight :math:`W_g` of each
+    distinct metric into ``group_weights`` ``(>= G,)``."""
+    metrics, groups = kernel.metrics, kernel.groups
+    dim = kernel.centers.shape[1]
+    for g in range(len(metrics)):
+        group_weights[g] = 0.0
+    for r in range(len(groups)):
+        group_weights[groups[r]] += weights[r]
     for i in range(dim):
         for j in range(dim):
             total = 0.0
-            for r in range(n_centers):
-                total += weights[r] * metrics[r, i, j]
+            for g in range(len(metrics)):
+                total += group_weights[g] * metrics[g, i, j]
             metric[i, j] = total
 
 
@@ -91,22 +98,23 @@ def rbf_point_metric(kernel, x, metric, work):
     """:math:`M(x)` into ``metric``; ``work`` is :func:`rbf_work_space`; False on overflow."""
     if not rbf_weights(kernel, x, work[0], work[1]):
         return False
-    rbf_metric(kernel, work[0], metric)
+    rbf_metric(kernel, work[0], metric, work[7][0])
     return True
 
 
 @refcount_free
 def _local_products(kernel, v, weights, half_grad, local, quadratics):
     r""":math:`M_r v` into ``local``, :math:`q_r = v^T M_r v` and :math:`\nu_r = h_r \cdot v` into ``quadratics``; returns :math:`\bar q, \bar \nu`."""
-    metrics = kernel.metrics
+    metrics, groups = kernel.metrics, kernel.groups
     n_centers, dim = kernel.centers.shape
     mean_q, mean_nu = 0.0, 0.0
     for r in range(n_centers):
         q, nu = 0.0, 0.0
+        g = groups[r]
         for i in range(dim):
             total = 0.0
             for j in range(dim):
-                total += metrics[r, i, j] * v[j]
+                total += metrics[g, i, j] * v[j]
             local[r, i] = total
             q += total * v[i]
             nu += half_grad[r, i] * v[i]
@@ -326,7 +334,7 @@ def rbf_acceleration(kernel, x, v, out, work):
         spread_nu = -2.0 * scale * weights[r] * (quadratics[1, r] - mean_nu)
         for i in range(dim):
             out[i] += spread_q * half_grad[r, i] + spread_nu * local[r, i]
-    rbf_metric(kernel, weights, metric)
+    rbf_metric(kernel, weights, metric, work[7][0])
     if not cholesky_solve(metric, out):
         return False
     for i in range(dim):
@@ -357,11 +365,11 @@ rbf_work_space_compiled = cached_njit(_work_space)  # inside compiled code
 
 
 @refcount_free
-def _local_product(metrics, r, vector, i):
-    """:math:`(M_r u)_i`."""
+def _local_product(metrics, g, vector, i):
+    """:math:`(M_g u)_i`."""
     total = 0.0
     for j in range(len(vector)):
-        total += metrics[r, i, j] * vector[j]
+        total += metrics[g, i, j] * vector[j]
     return total
 
 
@@ -376,7 +384,7 @@ def rbf_acceleration_derivative(kernel, x, v, dx, dv, out, work):
     """
     vectors = work[5]  # rows: the acceleration, the mean half-gradient
     weights, half_grad, local, quadratics, factor, slopes, scalars = work[0], work[1], work[2], work[3], work[4], work[6], work[7]
-    metrics, sigma, own = kernel.metrics, kernel.sigma, kernel.own_proximity
+    metrics, groups, sigma, own = kernel.metrics, kernel.groups, kernel.sigma, kernel.own_proximity
     n_centers, dim = kernel.centers.shape
     mean_q = 0.0
     for r in range(n_centers):
@@ -399,7 +407,7 @@ def rbf_acceleration_derivative(kernel, x, v, dx, dv, out, work):
         for i in range(dim):
             out[i] += 0.5 * spread * kappa * slopes[r, i]
             if own:
-                local_dx = _local_product(metrics, r, dx, i)
+                local_dx = _local_product(metrics, groups[r], dx, i)
                 out[i] -= (1.0 / sigma) * spread * local_dx
                 local_dx_v += local_dx * v[i]
         mixed = kappa * nu - ((2.0 / sigma) * local_dx_v if own else 0.0)
@@ -415,7 +423,7 @@ def rbf_acceleration_derivative(kernel, x, v, dx, dv, out, work):
         for j in range(dim):
             combined[j] = kappa * vectors[0, j] + nu * dv[j]
         for i in range(dim):
-            out[i] += centered_cross * slopes[r, i] - (centered_mixed + eta) * local[r, i] - _local_product(metrics, r, combined, i)
+            out[i] += centered_cross * slopes[r, i] - (centered_mixed + eta) * local[r, i] - _local_product(metrics, groups[r], combined, i)
     factored_solve(factor, out)
     return True
 
@@ -432,7 +440,7 @@ def rbf_relative_to(kernel, origin, scratch):
     for r in range(len(scratch)):
         for i in range(len(origin)):
             scratch[r, i] = kernel.centers[r, i] - origin[i]
-    return RBFKernel(scratch, kernel.metrics, kernel.proximity, kernel.sigma, kernel.own_proximity)
+    return RBFKernel(scratch, kernel.metrics, kernel.proximity, kernel.sigma, kernel.own_proximity, kernel.groups)
 
 
 register_evaluators(

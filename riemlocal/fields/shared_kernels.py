@@ -1,0 +1,311 @@
+r"""Compiled curve evaluators of RBF-blended fields whose centers share metrics (:data:`SharedRBFKernel`).
+
+A per-class field places every training point as a center with its class's metric
+(iris: 150 centers, 3 metrics). The blend of :mod:`~riemlocal.fields.kernels` is
+unchanged, but the terms linear in :math:`M_r` (and :math:`P_r = M_r`) are summed
+over each distinct metric :math:`g` first:
+
+.. math::
+    h_r = P_g x - P_g x_r, \quad M(x)\, d = \sum_g W_g M_g d, \quad
+    \sum_r w_r \bar h_r (M_r d)^T = \sum_g \Big(\sum_{r \in g} w_r \bar h_r\Big) (M_g d)^T,
+
+with :math:`W_g = \sum_{r \in g} w_r`: :math:`O(\mathrm{dim}^2)` per metric and
+:math:`O(\mathrm{dim})` per center for the products, where the per-center evaluators of
+:mod:`~riemlocal.fields.kernels` spend :math:`O(\mathrm{dim}^2)` per center on each; only
+:math:`\sum_r \tilde q_r \bar h_r \bar h_r^T` of the Hessian stays per center. Fields
+whose metrics are all distinct keep those evaluators (here every center would be its
+own group, at 7--15% more cost measured). The point evaluators are the same functions
+(they read ``metrics[groups[r]]``). Tests compare both to the numpy path to 1e-12.
+"""
+
+import math
+from collections import namedtuple
+
+import numpy as np
+
+from ..numerics import register_evaluators
+from ..utils.compiled import cached_njit, exp_nonpositive, refcount_free
+from .kernels import RBFKernel, rbf_acceleration, rbf_acceleration_derivative, rbf_point_metric, rbf_work_space_compiled
+
+__all__ = ["SharedRBFKernel", "rbf_kernel", "shared_curve_work", "shared_curve_terms", "shared_curve_hessian", "shared_curve_trapezoid", "shared_relative_scratch", "shared_relative_to"]
+
+SharedRBFKernel = namedtuple("SharedRBFKernel", ["centers", "metrics", "proximity", "sigma", "own_proximity", "groups", "shifted", "members", "starts"])
+SharedRBFKernel.__doc__ = """Arrays of an RBF-blended field whose centers share metrics (:func:`rbf_kernel`).
+
+``centers`` ``(R, dim)``; ``metrics`` ``(G, dim, dim)``, the distinct local metrics, center ``r`` has
+``metrics[groups[r]]``; ``proximity`` ``(G, dim, dim)`` (``metrics`` when ``own_proximity``) or ``(1, dim, dim)``;
+the temperature ``sigma``; ``shifted`` ``(R, dim)``, :math:`P_r x_r`; the centers of metric ``g`` are
+``members[starts[g]:starts[g + 1]]``.
+"""
+
+
+def rbf_kernel(centers, metrics, proximity, sigma):
+    """The capability data of an RBF field: centers ``(R, dim)``, metrics ``(R, dim, dim)``, a global proximity
+    ``(dim, dim)`` or ``None`` (each center's own metric) and the temperature. A :data:`SharedRBFKernel` where some
+    centers share a metric (equal arrays), else a :data:`~riemlocal.fields.kernels.RBFKernel`."""
+    centers, metrics = (np.ascontiguousarray(a, dtype=float) for a in (centers, metrics))
+    own = proximity is None
+    _, first, groups = np.unique(metrics.reshape(len(metrics), -1), axis=0, return_index=True, return_inverse=True)
+    if len(first) == len(metrics):
+        proximity = metrics if own else np.ascontiguousarray(proximity, dtype=float)[None]
+        return RBFKernel(centers, metrics, proximity, float(sigma), own, np.arange(len(metrics)))
+    rank = np.empty(len(first), dtype=np.int64)
+    rank[np.argsort(first)] = np.arange(len(first))  # metrics in the order of their first center
+    groups = rank[groups.ravel()]
+    distinct = np.ascontiguousarray(metrics[np.sort(first)])
+    proximity = distinct if own else np.ascontiguousarray(proximity, dtype=float)[None]
+    shifted = np.einsum("rij,rj->ri", proximity[groups if own else np.zeros_like(groups)], centers)
+    starts = np.concatenate([[0], np.cumsum(np.bincount(groups, minlength=len(distinct)))])
+    return SharedRBFKernel(centers, distinct, proximity, float(sigma), own, groups, shifted, np.argsort(groups, kind="stable"), starts)
+
+
+def _curve_work(kernel, n_segments):
+    """Work arrays of the curve evaluators for up to ``n_segments`` segments, points last (``N + 1``): steps and
+    midpoints (or nodes) ``(2, dim, N + 1)``; :math:`h_r` ``(R, dim, N + 1)``; :math:`M_g d` ``(G, dim, N + 1)``;
+    weights and spreads ``(2, R, N + 1)``; three per-point scalars ``(3, N + 1)``; :math:`P_g x` or
+    :math:`\\sum_{r \\in g} w_r \\bar h_r` ``(dim, N + 1)``; :math:`W_g` ``(G, N + 1)``."""
+    n_centers, dim = kernel.centers.shape
+    n_metrics = len(kernel.metrics)
+    return (
+        np.empty((2, dim, n_segments + 1)),
+        np.empty((n_centers, dim, n_segments + 1)),
+        np.empty((n_metrics, dim, n_segments + 1)),
+        np.empty((2, n_centers, n_segments + 1)),
+        np.empty((3, n_segments + 1)),
+        np.empty((dim, n_segments + 1)),
+        np.empty((n_metrics, n_segments + 1)),
+    )
+
+
+shared_curve_work = _curve_work  # from Python
+shared_curve_work_compiled = cached_njit(_curve_work)  # inside compiled code
+
+
+@refcount_free
+def _curve_weights(kernel, points, n, work):
+    r"""Weights :math:`w_r`, :math:`h_r`, :math:`M_g d` and :math:`q_r = d^T M_g d` at the first ``n`` points and steps
+    (``work[0]`` in); metric by metric, :math:`M_g d` and :math:`P_g x` in one pass over :math:`M_g`, then
+    :math:`h_r` and the score :math:`s_r` of each of its centers. False where a proximity overflows."""
+    steps, points, half_grad, local = work[0][0], work[0][1], work[1], work[2]
+    weights, quadratics, smallest, norm, group_q = work[3][0], work[3][1], work[4][0], work[4][1], work[4][2]
+    projected, centers, shifted, members, starts = work[5], kernel.centers, kernel.shifted, kernel.members, kernel.starts
+    metrics, proximity, own = kernel.metrics, kernel.proximity, kernel.own_proximity
+    n_centers, dim = centers.shape
+    if not own:  # one P x for every center
+        for i in range(dim):
+            for s in range(n):
+                projected[i, s] = 0.0
+            for j in range(dim):
+                proximity_ij = proximity[0, i, j]
+                for s in range(n):
+                    projected[i, s] += proximity_ij * points[j, s]
+    for s in range(n):
+        smallest[s], norm[s] = np.inf, 0.0
+    for g in range(len(metrics)):
+        for s in range(n):
+            group_q[s] = 0.0
+        for i in range(dim):
+            for s in range(n):
+                local[g, i, s] = 0.0
+                if own:
+                    projected[i, s] = 0.0
+            for j in range(dim):
+                metric_ij = metrics[g, i, j]
+                for s in range(n):
+                    local[g, i, s] += metric_ij * steps[j, s]
+                    if own:
+                        projected[i, s] += metric_ij * points[j, s]
+            for s in range(n):
+                group_q[s] += local[g, i, s] * steps[i, s]
+        for m in range(starts[g], starts[g + 1]):
+            r = members[m]
+            for s in range(n):
+                weights[r, s], quadratics[r, s] = 0.0, group_q[s]
+            for i in range(dim):
+                shift, center_i = shifted[r, i], centers[r, i]
+                for s in range(n):
+                    half_grad[r, i, s] = projected[i, s] - shift
+                    weights[r, s] += half_grad[r, i, s] * (points[i, s] - center_i)
+            for s in range(n):
+                smallest[s] = min(smallest[s], weights[r, s])
+    for s in range(n):
+        if not math.isfinite(smallest[s]):
+            return False
+    for r in range(n_centers):
+        for s in range(n):
+            weights[r, s] = exp_nonpositive((smallest[s] - weights[r, s]) / kernel.sigma)  # exp(-inf) = 0: no check needed
+            norm[s] += weights[r, s]
+    for s in range(n):
+        if not math.isfinite(norm[s]):  # a score of NaN
+            return False
+    for r in range(n_centers):
+        for s in range(n):
+            weights[r, s] /= norm[s]
+    return True
+
+
+@refcount_free
+def shared_curve_terms(kernel, curve, work, terms):
+    r""":func:`~riemlocal.fields.kernels.rbf_curve_terms` (:math:`M d` and :math:`\nabla_x f` at every segment of a curve),
+    :math:`M d = \sum_g W_g M_g d`; :math:`W_g` stays in ``work[6]`` for :func:`shared_curve_hessian`."""
+    steps, midpoints, weights, spreads, mean = work[0][0], work[0][1], work[3][0], work[3][1], work[4][0]
+    half_grad, local, metric_v, gradient, group_weights = work[1], work[2], terms[0], terms[1], work[6]
+    members, starts = kernel.members, kernel.starts
+    n_centers, dim = kernel.centers.shape
+    n = len(curve) - 1
+    for i in range(dim):
+        for s in range(n):
+            steps[i, s] = curve[s + 1, i] - curve[s, i]
+            midpoints[i, s] = 0.5 * ((curve[s + 1, i] - curve[0, i]) + (curve[s, i] - curve[0, i]))
+    if not _curve_weights(kernel, midpoints, n, work):
+        return False
+    for s in range(n):
+        mean[s] = 0.0
+    for r in range(n_centers):
+        for s in range(n):
+            mean[s] += weights[r, s] * spreads[r, s]
+    for r in range(n_centers):
+        for s in range(n):
+            spreads[r, s] = weights[r, s] * (spreads[r, s] - mean[s])
+    for g in range(len(kernel.metrics)):
+        for s in range(n):
+            group_weights[g, s] = 0.0
+        for m in range(starts[g], starts[g + 1]):
+            r = members[m]
+            for s in range(n):
+                group_weights[g, s] += weights[r, s]
+    for i in range(dim):
+        for s in range(n):
+            metric_v[i, s], gradient[i, s] = 0.0, 0.0
+        for g in range(len(kernel.metrics)):
+            for s in range(n):
+                metric_v[i, s] += group_weights[g, s] * local[g, i, s]
+        for r in range(n_centers):
+            for s in range(n):
+                gradient[i, s] += spreads[r, s] * half_grad[r, i, s]
+        for s in range(n):
+            gradient[i, s] *= -2.0 / kernel.sigma
+    return True
+
+
+@refcount_free
+def shared_curve_trapezoid(kernel, curve, work):
+    """:func:`~riemlocal.fields.kernels.rbf_curve_trapezoid` (the trapezoid energy of a curve; NaN on failure)."""
+    steps, nodes, weights, quadratics = work[0][0], work[0][1], work[3][0], work[3][1]
+    n = len(curve) - 1
+    for i in range(kernel.centers.shape[1]):
+        for s in range(n + 1):
+            nodes[i, s] = curve[s, i] - curve[0, i]
+            steps[i, s] = curve[s + 1, i] - curve[s, i] if s < n else 0.0
+    if not _curve_weights(kernel, nodes, n + 1, work):
+        return np.nan
+    total = 0.0
+    for r in range(len(kernel.centers)):
+        for s in range(n):
+            total += (weights[r, s] + weights[r, s + 1]) * quadratics[r, s]
+    return 0.5 * n * total
+
+
+@refcount_free
+def shared_curve_hessian(kernel, n_segments, work, blocks):
+    r""":func:`~riemlocal.fields.kernels.rbf_curve_hessian` (the blocks :math:`C`, :math:`K`, :math:`A`) after
+    :func:`shared_curve_terms`: per center only :math:`\tilde q_r \bar h_r \bar h_r^T`; :math:`K` from
+    :math:`\sum_{r \in g} w_r \bar h_r`, :math:`A = 2 \sum_g W_g M_g` and the :math:`P_r` term of :math:`C` from
+    :math:`\sum_{r \in g} \tilde q_r`, metric by metric."""
+    half_grad, local, scalars, mean = work[1], work[2], work[3], work[4][0]
+    weights, spreads, hessian_x, mixed, hessian_v = scalars[0], scalars[1], blocks[0], blocks[1], blocks[2]
+    group_spread, group_half_grad, group_weights = work[4][2], work[5], work[6]
+    metrics, members, starts, sigma, own = kernel.metrics, kernel.members, kernel.starts, kernel.sigma, kernel.own_proximity
+    n_centers, dim = kernel.centers.shape
+    n = n_segments
+    for i in range(dim):
+        for s in range(n):
+            mean[s] = 0.0
+        for r in range(n_centers):
+            for s in range(n):
+                mean[s] += weights[r, s] * half_grad[r, i, s]
+        for r in range(n_centers):
+            for s in range(n):
+                half_grad[r, i, s] -= mean[s]
+        for j in range(dim):
+            for s in range(n):
+                hessian_x[i, j, s], mixed[i, j, s], hessian_v[i, j, s] = 0.0, 0.0, 0.0
+    for g in range(len(metrics)):
+        for s in range(n):
+            group_spread[s] = 0.0
+        for i in range(dim):
+            for s in range(n):
+                group_half_grad[i, s] = 0.0
+        for m in range(starts[g], starts[g + 1]):
+            r = members[m]
+            for s in range(n):
+                group_spread[s] += spreads[r, s]
+            for i in range(dim):
+                for j in range(i + 1):
+                    for s in range(n):
+                        hessian_x[i, j, s] += (spreads[r, s] * half_grad[r, i, s]) * half_grad[r, j, s]
+                for s in range(n):
+                    group_half_grad[i, s] += weights[r, s] * half_grad[r, i, s]
+        for i in range(dim):
+            for j in range(dim):
+                metric_ij = metrics[g, i, j]
+                for s in range(n):
+                    mixed[i, j, s] += group_half_grad[i, s] * local[g, j, s]
+                    hessian_v[i, j, s] += group_weights[g, s] * metric_ij
+            if own:
+                for j in range(i + 1):  # the P_r term, scaled by sigma^2 / 4 as the sum
+                    metric_ij = metrics[g, i, j]
+                    for s in range(n):
+                        hessian_x[i, j, s] -= (sigma / 2.0) * group_spread[s] * metric_ij
+    for i in range(dim):
+        for j in range(i + 1):
+            for s in range(n):
+                hessian_x[i, j, s] *= 4.0 / sigma**2
+                hessian_x[j, i, s] = hessian_x[i, j, s]
+        for j in range(dim):
+            for s in range(n):
+                mixed[i, j, s] *= -4.0 / sigma
+                hessian_v[i, j, s] *= 2.0
+
+
+def _relative_scratch(kernel):
+    """The arrays of :func:`shared_relative_to`: centers and :math:`P_r x_r`."""
+    return np.empty_like(kernel.centers), np.empty_like(kernel.centers)
+
+
+shared_relative_scratch = _relative_scratch  # from Python
+shared_relative_scratch_compiled = cached_njit(_relative_scratch)  # inside compiled code
+
+
+@cached_njit
+def shared_relative_to(kernel, origin, scratch):
+    """The field relative to ``origin``: centers minus ``origin`` and :math:`P_r (x_r - x_0)` (the product of the
+    difference, not a difference of products: nothing cancels at large offsets), in ``scratch``."""
+    centers, shifted = scratch
+    proximity, groups, own = kernel.proximity, kernel.groups, kernel.own_proximity
+    dim = len(origin)
+    for r in range(len(centers)):
+        for i in range(dim):
+            centers[r, i] = kernel.centers[r, i] - origin[i]
+        k = groups[r] if own else 0
+        for i in range(dim):
+            total = 0.0
+            for j in range(dim):
+                total += proximity[k, i, j] * centers[r, j]
+            shifted[r, i] = total
+    return SharedRBFKernel(centers, kernel.metrics, proximity, kernel.sigma, own, groups, shifted, kernel.members, kernel.starts)
+
+
+register_evaluators(
+    SharedRBFKernel,
+    point_work=rbf_work_space_compiled,
+    point_metric=rbf_point_metric,
+    acceleration=rbf_acceleration,
+    acceleration_derivative=rbf_acceleration_derivative,
+    curve_work=shared_curve_work_compiled,
+    curve_terms=shared_curve_terms,
+    curve_hessian=shared_curve_hessian,
+    curve_trapezoid=shared_curve_trapezoid,
+    relative_scratch=shared_relative_scratch_compiled,
+    relative_to=shared_relative_to,
+)
