@@ -563,7 +563,8 @@ class EnergyLogSolver:
         reliably (at 32 segments a sharp transition can shorten a wrong route by a percent), and the
         ``ROUTE_STARTS`` shortest are solved in full from there; the best answer replaces
         the pair's result where it is better (:func:`_better`). ``outputs`` (of :meth:`_solve_chunk`)
-        are updated in place.
+        are updated in place. The pairs are split over the solver's workers, ``SEARCH_TASKS_PER_WORKER``
+        tasks each (:meth:`_search_rows`); its minimizations run in chunks (:meth:`_map_pairs`).
         """
         rows = np.flatnonzero(hard)
         if not len(rows) or 8 * RETRY_FACTOR * self.n_segments > self.max_segments:
@@ -574,6 +575,7 @@ class EnergyLogSolver:
         tasks = np.array_split(rows, n_tasks)
         serial = copy.copy(self)
         serial.n_jobs = 1
+        serial._measured = self._measured if n_workers == 1 else {}  # not shipped to the workers
         answers = parallel_map(
             serial._search_rows,
             [(tuple(output[task] for output in outputs), point[task], base_point[task], log_rtol, certified[task]) for task in tasks],
