@@ -21,12 +21,13 @@ it is run on iris only and on a random subset of ``--none-pairs`` pairs.
 Run: ``python benchmarks/bench_learned_fields.py [--datasets iris wine digits]
 [--max-condition none 10 100] [--n-jobs 2]``. Prints a markdown table.
 
-Measured with 2 workers on a quiet machine, seconds per direction: iris 2.5 / 10.0
-at ``max_condition`` 10 / 100, wine 2.0 / 17.0-21.5; all certified (before the route search ran over the
-workers and per-class fields evaluated each distinct metric once: iris 4.9-5.8 / 48, wine 6.7-7.0 / 92).
+Measured with 2 workers on a quiet machine, seconds per direction: iris 2.4 / 9.2-9.4
+at ``max_condition`` 10 / 100, wine 1.9-2.3 / 13.5-13.9; all certified (before the route search ran over the
+workers, per-class fields evaluated each distinct metric once and curve lengths were compiled above 5
+dimensions: iris 4.9-5.8 / 48, wine 6.7-7.0 / 92).
 Earlier, on 2 cores shared with other jobs (load about 5): iris 420 for 60 pairs unbounded (60 % certified);
 digits (10-D, 1797 centers) 132 / 234, (200 samples) 19 / 23, before the route search;
-its blend is sharp (0.86), so every pair is searched: 4.3-5.0 s for one pair at ``max_condition`` 10.
+its blend is sharp (0.86), so every pair is searched: 2.0-2.1 s for one pair at ``max_condition`` 10.
 At 100 the two directions of a pair can differ by slightly more than ``rtol``
 (wine, 1.02 ``rtol``): the error estimate of some pairs stopped at 32 segments is
 too small.

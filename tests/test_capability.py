@@ -146,6 +146,16 @@ def _curve_trapezoid(data, curve, work):
 
 
 @njit
+def _curve_quadratics(data, points, vectors, n, work, out):
+    for s in range(n):
+        exponent = 0.0
+        for i in range(points.shape[0]):
+            exponent += data.slope[i] * points[i, s]
+        out[s] = data.scale * math.exp(exponent) * _quadratic(data.metric, vectors[:, s], vectors[:, s])
+    return True
+
+
+@njit
 def _relative_to(data, origin, scratch):
     return Conformal(data.metric, data.slope, data.inverse_slope, _factor(data, origin, scratch), data.calls)
 
@@ -160,6 +170,7 @@ register_evaluators(
     curve_terms=_curve_terms,
     curve_hessian=_curve_hessian,
     curve_trapezoid=_curve_trapezoid,
+    curve_quadratics=_curve_quadratics,
     relative_scratch=_point_work,
     relative_to=_relative_to,
 )

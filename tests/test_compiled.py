@@ -1,5 +1,6 @@
 """The compiled evaluators (numba) of the RBF fields' capability against the numpy path: equal to 1e-12."""
 
+import copy
 import math
 import re
 
@@ -26,7 +27,7 @@ from riemlocal.numerics import (
     ODEExpSolver,
     compiled_data,
     integrate_geodesic,
-    metric_quadratics,
+    polyline_length,
     trapezoid_energy,
 )
 from riemlocal.utils.compiled import exp_nonpositive
@@ -188,14 +189,19 @@ def test_compiled_riders_equal_numpy_path(dim, equation):
 
 
 @pytest.mark.parametrize("dim", [1, 4])
-def test_compiled_metric_quadratics_equal_numpy(dim):
-    """``v^T M(x) v`` by the compiled point metric (``polyline_length`` along curves) and by numpy: equal to 1e-12."""
+def test_compiled_polyline_length_equals_numpy(dim):
+    """Curve lengths by the compiled quadrature (``polyline_quadratics``: ``curve_quadratics`` along each curve, relative to
+    its first node, in blocks) and by numpy, away from the origin too: equal to 1e-12."""
     rng = np.random.default_rng(30 + dim)
-    x, v = rng.normal(size=(2, 50, dim))
+    curves = np.cumsum(rng.normal(size=(7, 12, dim)) * 0.3, axis=1)  # 11 segments x 8 points: blocks of 32 and a rest
     for field in rbf_fields(dim, seed=dim):
-        compiled, done = metric_quadratics(field.capability.data, x, v)
-        assert done
-        assert relative(compiled, np.einsum("nd,nd->n", v, field.metric_vector_product(v, x))) < 1e-12
+        numpy_field = copy.copy(field)
+        numpy_field.capability = None
+        numpy_path = polyline_length(numpy_field, curves, 2)
+        for offset in (0.0, 1e3):  # the field and the curves moved together: the same lengths
+            options = {"rho": field.rho} if isinstance(field, SmoothLocalField) else {"sigma": field.sigma, "proximity": field.proximity}
+            moved = type(field)(field.centers + offset, field.metrics, **options)
+            assert relative(polyline_length(moved, curves + offset, 2), numpy_path) < 1e-12
 
 
 def test_solver_and_manifold_option():

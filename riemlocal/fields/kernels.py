@@ -30,7 +30,7 @@ import numpy as np
 from ..numerics import cholesky_solve, factored_solve, register_evaluators
 from ..utils.compiled import cached_njit, exp_nonpositive, refcount_free
 
-__all__ = ["RBFKernel", "rbf_weights", "rbf_metric", "rbf_point_metric", "rbf_acceleration", "rbf_acceleration_derivative", "rbf_work_space", "rbf_curve_work", "rbf_curve_terms", "rbf_curve_hessian", "rbf_curve_trapezoid", "rbf_relative_to"]
+__all__ = ["RBFKernel", "rbf_weights", "rbf_metric", "rbf_point_metric", "rbf_acceleration", "rbf_acceleration_derivative", "rbf_work_space", "rbf_curve_work", "rbf_curve_terms", "rbf_curve_hessian", "rbf_curve_trapezoid", "rbf_curve_quadratics", "rbf_relative_to"]
 
 
 RBFKernel = namedtuple("RBFKernel", ["centers", "metrics", "proximity", "sigma", "own_proximity", "groups"])
@@ -259,6 +259,36 @@ def rbf_curve_trapezoid(kernel, curve, work):
 
 
 @refcount_free
+def load_columns(points, vectors, n, work):
+    """The first ``n`` columns of ``points`` and ``vectors`` ``(dim, >= n)`` into the curve work's points and steps."""
+    for i in range(points.shape[0]):
+        for s in range(n):
+            work[0][1][i, s], work[0][0][i, s] = points[i, s], vectors[i, s]
+
+
+@refcount_free
+def blend_quadratics(work, n_centers, n, out):
+    r""":math:`\sum_r w_r q_r` at the first ``n`` points of the curve work (after its weights) into ``out``."""
+    weights, quadratics = work[3][0], work[3][1]
+    for s in range(n):
+        out[s] = 0.0
+    for r in range(n_centers):
+        for s in range(n):
+            out[s] += weights[r, s] * quadratics[r, s]
+
+
+@refcount_free
+def rbf_curve_quadratics(kernel, points, vectors, n, work, out):
+    r""":math:`v^T M(x) v = \sum_r w_r(x)\, v^T M_r v` at the first ``n`` columns of ``points`` and ``vectors`` ``(dim, >= n)``
+    (relative to the kernel's origin) into ``out``; the weights as in the curve evaluators. False on overflow."""
+    load_columns(points, vectors, n, work)
+    if not _curve_weights(kernel, work[0][1], n, work):
+        return False
+    blend_quadratics(work, len(kernel.centers), n, out)
+    return True
+
+
+@refcount_free
 def rbf_curve_hessian(kernel, n_segments, work, blocks):
     r"""Second derivatives of :math:`f = d^T M(m) d` at the segments of the last :func:`rbf_curve_terms` on ``work``.
 
@@ -453,6 +483,7 @@ register_evaluators(
     curve_terms=rbf_curve_terms,
     curve_hessian=rbf_curve_hessian,
     curve_trapezoid=rbf_curve_trapezoid,
+    curve_quadratics=rbf_curve_quadratics,
     relative_scratch=_relative_scratch,
     relative_to=rbf_relative_to,
 )

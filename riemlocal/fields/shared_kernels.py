@@ -25,9 +25,9 @@ import numpy as np
 
 from ..numerics import register_evaluators
 from ..utils.compiled import cached_njit, exp_nonpositive, refcount_free
-from .kernels import RBFKernel, rbf_acceleration, rbf_acceleration_derivative, rbf_point_metric, rbf_work_space_compiled
+from .kernels import RBFKernel, blend_quadratics, load_columns, rbf_acceleration, rbf_acceleration_derivative, rbf_point_metric, rbf_work_space_compiled
 
-__all__ = ["SharedRBFKernel", "rbf_kernel", "shared_curve_work", "shared_curve_terms", "shared_curve_hessian", "shared_curve_trapezoid", "shared_relative_scratch", "shared_relative_to"]
+__all__ = ["SharedRBFKernel", "rbf_kernel", "shared_curve_work", "shared_curve_terms", "shared_curve_hessian", "shared_curve_trapezoid", "shared_curve_quadratics", "shared_relative_scratch", "shared_relative_to"]
 
 SharedRBFKernel = namedtuple("SharedRBFKernel", ["centers", "metrics", "proximity", "sigma", "own_proximity", "groups", "shifted", "members", "starts"])
 SharedRBFKernel.__doc__ = """Arrays of an RBF-blended field whose centers share metrics (:func:`rbf_kernel`).
@@ -207,6 +207,16 @@ def shared_curve_trapezoid(kernel, curve, work):
 
 
 @refcount_free
+def shared_curve_quadratics(kernel, points, vectors, n, work, out):
+    """:func:`~riemlocal.fields.kernels.rbf_curve_quadratics` (:math:`v^T M(x) v` at columns of points and vectors)."""
+    load_columns(points, vectors, n, work)
+    if not _curve_weights(kernel, work[0][1], n, work):
+        return False
+    blend_quadratics(work, len(kernel.centers), n, out)
+    return True
+
+
+@refcount_free
 def shared_curve_hessian(kernel, n_segments, work, blocks):
     r""":func:`~riemlocal.fields.kernels.rbf_curve_hessian` (the blocks :math:`C`, :math:`K`, :math:`A`) after
     :func:`shared_curve_terms`: per center only :math:`\tilde q_r \bar h_r \bar h_r^T`; :math:`K` from
@@ -306,6 +316,7 @@ register_evaluators(
     curve_terms=shared_curve_terms,
     curve_hessian=shared_curve_hessian,
     curve_trapezoid=shared_curve_trapezoid,
+    curve_quadratics=shared_curve_quadratics,
     relative_scratch=shared_relative_scratch_compiled,
     relative_to=shared_relative_to,
 )

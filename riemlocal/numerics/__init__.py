@@ -13,7 +13,7 @@ from ._capability import (
     acceleration_derivatives,
     accelerations,
     compiled_data,
-    metric_quadratics,
+    polyline_quadratics,
     register_evaluators,
     segment_energy_terms,
 )
@@ -62,7 +62,7 @@ __all__ = [
     "acceleration_derivatives",
     "accelerations",
     "compiled_data",
-    "metric_quadratics",
+    "polyline_quadratics",
     "register_evaluators",
     "segment_energy_terms",
     "back_substitution",

@@ -15,7 +15,7 @@ import functools
 import numpy as np
 
 from ..utils.validation import solve_spd
-from ._capability import compiled_data, metric_quadratics
+from ._capability import QUADRATURE_MAX_DIM, compiled_data, polyline_quadratics
 
 __all__ = ["curve_energy", "laplacian_inverse_sqrt", "polyline_length", "refine", "initial_velocity", "trapezoid_energy"]
 
@@ -160,23 +160,28 @@ def polyline_length(field, curves, subdivisions=1):
     -------
     ndarray of shape (...)
     """
-    start, steps = curves[..., :-1, :], np.diff(curves, axis=-2) / subdivisions
-    offsets = (np.arange(subdivisions)[:, None] + _GAUSS_NODES).ravel()  # (subdivisions * 4,)
-    points = start[..., None, :] + offsets[:, None] * steps[..., None, :]
-    vectors = np.broadcast_to(steps[..., None, :], points.shape)
-    squared = _quadratics(field, points, vectors)
-    speeds = np.sqrt(np.maximum(squared, 0.0)).reshape(points.shape[:-3] + (-1, subdivisions, 4))
+    offsets = (np.arange(subdivisions)[:, None] + _GAUSS_NODES).ravel() / subdivisions  # (subdivisions * 4,) along a segment
+    squared = _segment_quadratics(field, curves, offsets) / subdivisions**2  # each piece's step is d / subdivisions
+    speeds = np.sqrt(np.maximum(squared, 0.0)).reshape(curves.shape[:-2] + (-1, subdivisions, 4))
     return np.einsum("...nsk,k->...", speeds, _GAUSS_WEIGHTS)
 
 
-def _quadratics(field, points, vectors):
-    """:math:`v^T M(x) v` over the last axis: compiled along curves where the field declares it
-    (:func:`~riemlocal.numerics.compiled_data`; 150 centers at dim = 4: numpy's chunks over the centers cost 6x more), else numpy."""
-    dim = points.shape[-1]
-    flat_points, flat_vectors = points.reshape(-1, dim), np.ascontiguousarray(vectors).reshape(-1, dim)
-    data = compiled_data(field, len(flat_points), curves=True)
+def _segment_quadratics(field, curves, offsets):
+    """:math:`d^T M(c + t d) d` at the fractions ``offsets`` of every segment ``d`` of ``curves``, ``(..., N, k)``: compiled
+    along each curve where the field declares it, up to ``QUADRATURE_MAX_DIM`` dimensions at any size
+    (:func:`~riemlocal.numerics.polyline_quadratics`), else numpy."""
+    n_nodes, dim = curves.shape[-2:]
+    flat = np.ascontiguousarray(curves.reshape(-1, n_nodes, dim), dtype=float)
+    capability = getattr(field, "capability", None)
+    if capability is not None and dim <= QUADRATURE_MAX_DIM:
+        data = capability.data
+    else:
+        data = compiled_data(field, len(flat) * (n_nodes - 1) * len(offsets), curves=True)
     if data is not None:
-        squared, done = metric_quadratics(data, flat_points, flat_vectors)
+        squared, done = polyline_quadratics(data, flat, offsets)
         if done:
-            return squared.reshape(points.shape[:-1])
+            return squared.reshape(curves.shape[:-2] + squared.shape[1:])
+    steps = np.diff(curves, axis=-2)
+    points = curves[..., :-1, None, :] + offsets[:, None] * steps[..., None, :]
+    vectors = np.broadcast_to(steps[..., None, :], points.shape)
     return np.einsum("...d,...d->...", vectors, field.metric_vector_product(vectors, points))
