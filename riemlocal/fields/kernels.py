@@ -154,11 +154,11 @@ def _curve_weights(kernel, points, n, work):
     every loop, which the compiler vectorizes. False where a proximity overflows.
     """
     steps, points, half_grad, local = work[0][0], work[0][1], work[1], work[2]
-    weights, quadratics, smallest, norm = work[3][0], work[3][1], work[4][0], work[4][1]
+    weights, quadratics, smallest = work[3][0], work[3][1], work[4][0]
     centers, metrics, proximity, own = kernel.centers, kernel.metrics, kernel.proximity, kernel.own_proximity
     n_centers, dim = centers.shape
     for s in range(n):
-        smallest[s], norm[s] = np.inf, 0.0
+        smallest[s] = np.inf
     for r in range(n_centers):  # the scores s_r into the weights first
         p = r if own else 0
         for s in range(n):
@@ -177,12 +177,21 @@ def _curve_weights(kernel, points, n, work):
                 quadratics[r, s] += local[r, i, s] * steps[i, s]
         for s in range(n):
             smallest[s] = min(smallest[s], weights[r, s])
+    return softmax_scores(n_centers, n, kernel.sigma, work)
+
+
+@refcount_free
+def softmax_scores(n_centers, n, sigma, work):
+    r"""The scores :math:`s_r` in the curve work's weights (their smallest in ``work[4][0]``) at the first ``n`` points
+    into the weights :math:`\mathrm{softmax}_r(-s_r / \sigma)`; False where a score overflows or is NaN."""
+    weights, smallest, norm = work[3][0], work[4][0], work[4][1]
     for s in range(n):
         if not math.isfinite(smallest[s]):
             return False
+        norm[s] = 0.0
     for r in range(n_centers):
         for s in range(n):
-            weights[r, s] = exp_nonpositive((smallest[s] - weights[r, s]) / kernel.sigma)  # exp(-inf) = 0: no check needed
+            weights[r, s] = exp_nonpositive((smallest[s] - weights[r, s]) / sigma)  # exp(-inf) = 0: no check needed
             norm[s] += weights[r, s]
     for s in range(n):
         if not math.isfinite(norm[s]):  # a score of NaN
@@ -205,24 +214,12 @@ def rbf_curve_terms(kernel, curve, work, terms):
     every loop, which the compiler vectorizes (2x faster than point by point at 32 segments).
     False where a proximity overflows.
     """
-    steps, midpoints, weights, spreads, mean = work[0][0], work[0][1], work[3][0], work[3][1], work[4][0]
-    half_grad, local, metric_v, gradient = work[1], work[2], terms[0], terms[1]
+    weights, spreads, half_grad, local, metric_v, gradient = work[3][0], work[3][1], work[1], work[2], terms[0], terms[1]
     n_centers, dim = kernel.centers.shape
-    n = len(curve) - 1
-    for i in range(dim):
-        for s in range(n):
-            steps[i, s] = curve[s + 1, i] - curve[s, i]
-            midpoints[i, s] = 0.5 * ((curve[s + 1, i] - curve[0, i]) + (curve[s, i] - curve[0, i]))
-    if not _curve_weights(kernel, midpoints, n, work):
+    n = load_segments(curve, work)
+    if not _curve_weights(kernel, work[0][1], n, work):
         return False
-    for s in range(n):
-        mean[s] = 0.0
-    for r in range(n_centers):
-        for s in range(n):
-            mean[s] += weights[r, s] * spreads[r, s]
-    for r in range(n_centers):
-        for s in range(n):
-            spreads[r, s] = weights[r, s] * (spreads[r, s] - mean[s])
+    spread_quadratics(n_centers, n, work)
     for i in range(dim):
         for s in range(n):
             metric_v[i, s], gradient[i, s] = 0.0, 0.0
@@ -236,26 +233,65 @@ def rbf_curve_terms(kernel, curve, work, terms):
 
 
 @refcount_free
+def load_segments(curve, work):
+    """The steps :math:`d_s` and midpoints (relative to the first node) of a curve into the curve work; returns N."""
+    steps, midpoints = work[0][0], work[0][1]
+    n = len(curve) - 1
+    for i in range(curve.shape[1]):
+        for s in range(n):
+            steps[i, s] = curve[s + 1, i] - curve[s, i]
+            midpoints[i, s] = 0.5 * ((curve[s + 1, i] - curve[0, i]) + (curve[s, i] - curve[0, i]))
+    return n
+
+
+@refcount_free
+def spread_quadratics(n_centers, n, work):
+    r""":math:`\tilde q_r = w_r (q_r - \bar q)`, :math:`\bar q = \sum_r w_r q_r`, in place of the curve work's :math:`q_r`."""
+    weights, spreads, mean = work[3][0], work[3][1], work[4][0]
+    for s in range(n):
+        mean[s] = 0.0
+    for r in range(n_centers):
+        for s in range(n):
+            mean[s] += weights[r, s] * spreads[r, s]
+    for r in range(n_centers):
+        for s in range(n):
+            spreads[r, s] = weights[r, s] * (spreads[r, s] - mean[s])
+
+
+@refcount_free
+def load_nodes(curve, work):
+    """The nodes (relative to the first) and steps (0 after the last node) of a curve into the curve work; returns N."""
+    steps, nodes = work[0][0], work[0][1]
+    n = len(curve) - 1
+    for i in range(curve.shape[1]):
+        for s in range(n + 1):
+            nodes[i, s] = curve[s, i] - curve[0, i]
+            steps[i, s] = curve[s + 1, i] - curve[s, i] if s < n else 0.0
+    return n
+
+
+@refcount_free
+def trapezoid_sum(n_centers, n, work):
+    r""":math:`\tfrac{N}{2} \sum_s \sum_r (w_r(c_s) + w_r(c_{s+1}))\, q_r(d_s)` from the curve work's weights at the nodes."""
+    weights, quadratics = work[3][0], work[3][1]
+    total = 0.0
+    for r in range(n_centers):
+        for s in range(n):
+            total += (weights[r, s] + weights[r, s + 1]) * quadratics[r, s]
+    return 0.5 * n * total
+
+
+@refcount_free
 def rbf_curve_trapezoid(kernel, curve, work):
     r"""The trapezoid energy :math:`N \sum_s \tfrac12 \big(d_s^T M(c_s) d_s + d_s^T M(c_{s+1}) d_s\big)` of a curve (:func:`~riemlocal.numerics.trapezoid_energy`); NaN on failure.
 
     With :math:`d_s^T M(c) d_s = \sum_r w_r(c)\, q_r`: the weights at the nodes, relative to the
     curve's first node like :func:`rbf_curve_terms`, whose arrays in ``work`` it overwrites.
     """
-    steps, nodes, weights, quadratics = work[0][0], work[0][1], work[3][0], work[3][1]
-    n_centers, dim = kernel.centers.shape
-    n = len(curve) - 1
-    for i in range(dim):
-        for s in range(n + 1):
-            nodes[i, s] = curve[s, i] - curve[0, i]
-            steps[i, s] = curve[s + 1, i] - curve[s, i] if s < n else 0.0
-    if not _curve_weights(kernel, nodes, n + 1, work):
+    n = load_nodes(curve, work)
+    if not _curve_weights(kernel, work[0][1], n + 1, work):
         return np.nan
-    total = 0.0
-    for r in range(n_centers):
-        for s in range(n):
-            total += (weights[r, s] + weights[r, s + 1]) * quadratics[r, s]
-    return 0.5 * n * total
+    return trapezoid_sum(len(kernel.centers), n, work)
 
 
 @refcount_free
@@ -298,23 +334,12 @@ def rbf_curve_hessian(kernel, n_segments, work, blocks):
     (the last sum only for ``own_proximity``), :math:`K = -\tfrac{4}{\sigma} \sum_r w_r \bar h_r (M_r d)^T`,
     with :math:`\bar h_r = h_r - \sum_{r'} w_{r'} h_{r'}` (``half_grad`` is centered in place).
     """
-    half_grad, local, scalars, mean = work[1], work[2], work[3], work[4][0]
-    weights, spreads, hessian_x, mixed, hessian_v = scalars[0], scalars[1], blocks[0], blocks[1], blocks[2]
+    half_grad, local, weights, spreads = work[1], work[2], work[3][0], work[3][1]
+    hessian_x, mixed, hessian_v = blocks[0], blocks[1], blocks[2]
     metrics, sigma, own = kernel.metrics, kernel.sigma, kernel.own_proximity
     n_centers, dim = kernel.centers.shape
     n = n_segments
-    for i in range(dim):
-        for s in range(n):
-            mean[s] = 0.0
-        for r in range(n_centers):
-            for s in range(n):
-                mean[s] += weights[r, s] * half_grad[r, i, s]
-        for r in range(n_centers):
-            for s in range(n):
-                half_grad[r, i, s] -= mean[s]
-        for j in range(dim):
-            for s in range(n):
-                hessian_x[i, j, s], mixed[i, j, s], hessian_v[i, j, s] = 0.0, 0.0, 0.0
+    center_half_gradients(n_centers, n, work, blocks)
     for r in range(n_centers):
         for i in range(dim):
             for j in range(i + 1):
@@ -330,6 +355,34 @@ def rbf_curve_hessian(kernel, n_segments, work, blocks):
                     metric_ij = metrics[r, i, j]
                     for s in range(n):
                         hessian_x[i, j, s] -= (sigma / 2.0) * spreads[r, s] * metric_ij
+    scale_blocks(sigma, n, blocks)
+
+
+@refcount_free
+def center_half_gradients(n_centers, n, work, blocks):
+    r""":math:`\bar h_r = h_r - \sum_{r'} w_{r'} h_{r'}` in place in the curve work, and the Hessian ``blocks`` zeroed."""
+    half_grad, weights, mean = work[1], work[3][0], work[4][0]
+    dim = half_grad.shape[1]
+    for i in range(dim):
+        for s in range(n):
+            mean[s] = 0.0
+        for r in range(n_centers):
+            for s in range(n):
+                mean[s] += weights[r, s] * half_grad[r, i, s]
+        for r in range(n_centers):
+            for s in range(n):
+                half_grad[r, i, s] -= mean[s]
+        for j in range(dim):
+            for s in range(n):
+                blocks[0, i, j, s], blocks[1, i, j, s], blocks[2, i, j, s] = 0.0, 0.0, 0.0
+
+
+@refcount_free
+def scale_blocks(sigma, n, blocks):
+    r"""The sums of the Hessian blocks times their factors: :math:`C \cdot 4 / \sigma^2` (its lower triangle mirrored),
+    :math:`K \cdot (-4 / \sigma)`, :math:`A \cdot 2`."""
+    hessian_x, mixed, hessian_v = blocks[0], blocks[1], blocks[2]
+    dim = hessian_x.shape[0]
     for i in range(dim):
         for j in range(i + 1):
             for s in range(n):

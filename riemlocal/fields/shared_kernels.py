@@ -18,14 +18,28 @@ own group, at 7--15% more cost measured). The point evaluators are the same func
 (they read ``metrics[groups[r]]``). Tests compare both to the numpy path to 1e-12.
 """
 
-import math
 from collections import namedtuple
 
 import numpy as np
 
 from ..numerics import register_evaluators
-from ..utils.compiled import cached_njit, exp_nonpositive, refcount_free
-from .kernels import RBFKernel, blend_quadratics, load_columns, rbf_acceleration, rbf_acceleration_derivative, rbf_point_metric, rbf_work_space_compiled
+from ..utils.compiled import cached_njit, refcount_free
+from .kernels import (
+    RBFKernel,
+    blend_quadratics,
+    center_half_gradients,
+    load_columns,
+    load_nodes,
+    load_segments,
+    scale_blocks,
+    softmax_scores,
+    spread_quadratics,
+    trapezoid_sum,
+    rbf_acceleration,
+    rbf_acceleration_derivative,
+    rbf_point_metric,
+    rbf_work_space_compiled,
+)
 
 __all__ = ["SharedRBFKernel", "rbf_kernel", "shared_curve_work", "shared_curve_terms", "shared_curve_hessian", "shared_curve_trapezoid", "shared_curve_quadratics", "shared_relative_scratch", "shared_relative_to"]
 
@@ -87,7 +101,7 @@ def _curve_weights(kernel, points, n, work):
     (``work[0]`` in); metric by metric, :math:`M_g d` and :math:`P_g x` in one pass over :math:`M_g`, then
     :math:`h_r` and the score :math:`s_r` of each of its centers. False where a proximity overflows."""
     steps, points, half_grad, local = work[0][0], work[0][1], work[1], work[2]
-    weights, quadratics, smallest, norm, group_q = work[3][0], work[3][1], work[4][0], work[4][1], work[4][2]
+    weights, quadratics, smallest, group_q = work[3][0], work[3][1], work[4][0], work[4][2]
     projected, centers, shifted, members, starts = work[5], kernel.centers, kernel.shifted, kernel.members, kernel.starts
     metrics, proximity, own = kernel.metrics, kernel.proximity, kernel.own_proximity
     n_centers, dim = centers.shape
@@ -100,7 +114,7 @@ def _curve_weights(kernel, points, n, work):
                 for s in range(n):
                     projected[i, s] += proximity_ij * points[j, s]
     for s in range(n):
-        smallest[s], norm[s] = np.inf, 0.0
+        smallest[s] = np.inf
     for g in range(len(metrics)):
         for s in range(n):
             group_q[s] = 0.0
@@ -128,45 +142,20 @@ def _curve_weights(kernel, points, n, work):
                     weights[r, s] += half_grad[r, i, s] * (points[i, s] - center_i)
             for s in range(n):
                 smallest[s] = min(smallest[s], weights[r, s])
-    for s in range(n):
-        if not math.isfinite(smallest[s]):
-            return False
-    for r in range(n_centers):
-        for s in range(n):
-            weights[r, s] = exp_nonpositive((smallest[s] - weights[r, s]) / kernel.sigma)  # exp(-inf) = 0: no check needed
-            norm[s] += weights[r, s]
-    for s in range(n):
-        if not math.isfinite(norm[s]):  # a score of NaN
-            return False
-    for r in range(n_centers):
-        for s in range(n):
-            weights[r, s] /= norm[s]
-    return True
+    return softmax_scores(n_centers, n, kernel.sigma, work)
 
 
 @refcount_free
 def shared_curve_terms(kernel, curve, work, terms):
     r""":func:`~riemlocal.fields.kernels.rbf_curve_terms` (:math:`M d` and :math:`\nabla_x f` at every segment of a curve),
     :math:`M d = \sum_g W_g M_g d`; :math:`W_g` stays in ``work[6]`` for :func:`shared_curve_hessian`."""
-    steps, midpoints, weights, spreads, mean = work[0][0], work[0][1], work[3][0], work[3][1], work[4][0]
-    half_grad, local, metric_v, gradient, group_weights = work[1], work[2], terms[0], terms[1], work[6]
-    members, starts = kernel.members, kernel.starts
+    weights, spreads, half_grad, local, metric_v, gradient = work[3][0], work[3][1], work[1], work[2], terms[0], terms[1]
+    group_weights, members, starts = work[6], kernel.members, kernel.starts
     n_centers, dim = kernel.centers.shape
-    n = len(curve) - 1
-    for i in range(dim):
-        for s in range(n):
-            steps[i, s] = curve[s + 1, i] - curve[s, i]
-            midpoints[i, s] = 0.5 * ((curve[s + 1, i] - curve[0, i]) + (curve[s, i] - curve[0, i]))
-    if not _curve_weights(kernel, midpoints, n, work):
+    n = load_segments(curve, work)
+    if not _curve_weights(kernel, work[0][1], n, work):
         return False
-    for s in range(n):
-        mean[s] = 0.0
-    for r in range(n_centers):
-        for s in range(n):
-            mean[s] += weights[r, s] * spreads[r, s]
-    for r in range(n_centers):
-        for s in range(n):
-            spreads[r, s] = weights[r, s] * (spreads[r, s] - mean[s])
+    spread_quadratics(n_centers, n, work)
     for g in range(len(kernel.metrics)):
         for s in range(n):
             group_weights[g, s] = 0.0
@@ -191,19 +180,10 @@ def shared_curve_terms(kernel, curve, work, terms):
 @refcount_free
 def shared_curve_trapezoid(kernel, curve, work):
     """:func:`~riemlocal.fields.kernels.rbf_curve_trapezoid` (the trapezoid energy of a curve; NaN on failure)."""
-    steps, nodes, weights, quadratics = work[0][0], work[0][1], work[3][0], work[3][1]
-    n = len(curve) - 1
-    for i in range(kernel.centers.shape[1]):
-        for s in range(n + 1):
-            nodes[i, s] = curve[s, i] - curve[0, i]
-            steps[i, s] = curve[s + 1, i] - curve[s, i] if s < n else 0.0
-    if not _curve_weights(kernel, nodes, n + 1, work):
+    n = load_nodes(curve, work)
+    if not _curve_weights(kernel, work[0][1], n + 1, work):
         return np.nan
-    total = 0.0
-    for r in range(len(kernel.centers)):
-        for s in range(n):
-            total += (weights[r, s] + weights[r, s + 1]) * quadratics[r, s]
-    return 0.5 * n * total
+    return trapezoid_sum(len(kernel.centers), n, work)
 
 
 @refcount_free
@@ -222,24 +202,13 @@ def shared_curve_hessian(kernel, n_segments, work, blocks):
     :func:`shared_curve_terms`: per center only :math:`\tilde q_r \bar h_r \bar h_r^T`; :math:`K` from
     :math:`\sum_{r \in g} w_r \bar h_r`, :math:`A = 2 \sum_g W_g M_g` and the :math:`P_r` term of :math:`C` from
     :math:`\sum_{r \in g} \tilde q_r`, metric by metric."""
-    half_grad, local, scalars, mean = work[1], work[2], work[3], work[4][0]
-    weights, spreads, hessian_x, mixed, hessian_v = scalars[0], scalars[1], blocks[0], blocks[1], blocks[2]
+    half_grad, local, weights, spreads = work[1], work[2], work[3][0], work[3][1]
+    hessian_x, mixed, hessian_v = blocks[0], blocks[1], blocks[2]
     group_spread, group_half_grad, group_weights = work[4][2], work[5], work[6]
     metrics, members, starts, sigma, own = kernel.metrics, kernel.members, kernel.starts, kernel.sigma, kernel.own_proximity
     n_centers, dim = kernel.centers.shape
     n = n_segments
-    for i in range(dim):
-        for s in range(n):
-            mean[s] = 0.0
-        for r in range(n_centers):
-            for s in range(n):
-                mean[s] += weights[r, s] * half_grad[r, i, s]
-        for r in range(n_centers):
-            for s in range(n):
-                half_grad[r, i, s] -= mean[s]
-        for j in range(dim):
-            for s in range(n):
-                hessian_x[i, j, s], mixed[i, j, s], hessian_v[i, j, s] = 0.0, 0.0, 0.0
+    center_half_gradients(n_centers, n, work, blocks)
     for g in range(len(metrics)):
         for s in range(n):
             group_spread[s] = 0.0
@@ -267,15 +236,7 @@ def shared_curve_hessian(kernel, n_segments, work, blocks):
                     metric_ij = metrics[g, i, j]
                     for s in range(n):
                         hessian_x[i, j, s] -= (sigma / 2.0) * group_spread[s] * metric_ij
-    for i in range(dim):
-        for j in range(i + 1):
-            for s in range(n):
-                hessian_x[i, j, s] *= 4.0 / sigma**2
-                hessian_x[j, i, s] = hessian_x[i, j, s]
-        for j in range(dim):
-            for s in range(n):
-                mixed[i, j, s] *= -4.0 / sigma
-                hessian_v[i, j, s] *= 2.0
+    scale_blocks(sigma, n, blocks)
 
 
 def _relative_scratch(kernel):
