@@ -22,7 +22,8 @@ Run: ``python benchmarks/bench_learned_fields.py [--datasets iris wine digits]
 [--max-condition none 10 100] [--n-jobs 2]``. Prints a markdown table.
 
 Measured with 2 workers on a quiet machine, seconds per direction: iris 2.4 / 9.2-9.4
-at ``max_condition`` 10 / 100, wine 1.9-2.3 / 13.5-13.9; all certified (before the route search ran over the
+at ``max_condition`` 10 / 100, wine 1.9-2.3 / 13.5-13.9 (with near-duplicate detour starts dropped, since
+reverted); all certified (before the route search ran over the
 workers, per-class fields evaluated each distinct metric once and curve lengths were compiled above 5
 dimensions: iris 4.9-5.8 / 48, wine 6.7-7.0 / 92).
 Earlier, on 2 cores shared with other jobs (load about 5): iris 420 for 60 pairs unbounded (60 % certified);

@@ -189,13 +189,11 @@ def center_graph(field):
     return centers, first, second, weights
 
 
-def detour_routes(field, start, end, graph, same=0.0):
+def detour_routes(field, start, end, graph):
     """Routes from ``start`` to ``end`` (``(dim,)`` each): detours through centers and through waypoints.
 
     The detours through the ``DETOURS`` centers of ``graph`` (:func:`center_graph`) whose two legs
-    are shortest, less those within ``same`` (every coordinate) of a center with shorter legs (the
-    same start: on iris' per-class field, 28% of the candidates, none leading to a route of its own),
-    and through ``WAYPOINTS`` points drawn uniformly (a fixed seed) in the box of the
+    are shortest, and through ``WAYPOINTS`` points drawn uniformly (a fixed seed) in the box of the
     endpoints and the centers, widened by half its diagonal where there are no centers, then the
     shortest polyline of the graph joined to the endpoints (each joined to every center and to the other).
     """
@@ -208,11 +206,8 @@ def detour_routes(field, start, end, graph, same=0.0):
     n = len(centers)
     leg_first, leg_second = np.r_[np.repeat([0, 1], n), 0], np.r_[np.tile(np.arange(n) + 2, 2), 1]  # the endpoints to every center, and to each other
     legs = polyline_length(field, np.stack([corners[leg_first], corners[leg_second]], axis=1), 2)
-    closest = []
-    for center in centers[np.argsort(legs[:n] + legs[n : 2 * n])[:DETOURS]]:
-        if not any(np.abs(center - other).max() <= same for other in closest):
-            closest.append(center)
-    detours = [np.stack([start, waypoint, end]) for waypoint in closest + list(waypoints)]
+    closest = np.argsort(legs[:n] + legs[n : 2 * n])[:DETOURS]
+    detours = [np.stack([start, waypoint, end]) for waypoint in np.concatenate([centers[closest], waypoints])]
     return detours + [_shortest(corners, np.r_[leg_first, first + 2], np.r_[leg_second, second + 2], np.r_[legs, weights])]
 
 

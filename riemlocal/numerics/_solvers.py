@@ -591,7 +591,7 @@ class EnergyLogSolver:
         starts, owners, lattice, graph = [], [], [], self._of_field(center_graph)
         same = SAME_ROUTE * np.linalg.norm(point - base_point, axis=1)
         for row in rows:
-            routes = [outputs[6][row]] + detour_routes(self.field, base_point[row], point[row], graph, same[row])
+            routes = [outputs[6][row]] + detour_routes(self.field, base_point[row], point[row], graph)
             if self.field.dim == 2:
                 routes += lattice_routes(self.field, base_point[row, None], point[row, None])
             starts += [resample(route, n_nodes) for route in routes]
