@@ -20,7 +20,7 @@ from scipy.spatial import KDTree
 
 from ._energy import polyline_length
 
-__all__ = ["FieldLattice", "FIELD_LATTICE_MARGIN", "LATTICE_NODES", "CHECK_LATTICE_NODES", "SHARP_BLEND", "CHECK_BLEND", "WAYPOINTS", "DETOURS", "GRAPH_NEIGHBOURS", "blend_sharpness", "center_graph", "detour_routes", "lattice_routes", "resample", "sharp_blend", "shortest_path"]
+__all__ = ["FieldLattice", "FIELD_LATTICE_MARGIN", "LATTICE_NODES", "CHECK_LATTICE_NODES", "SHARP_BLEND", "CHECK_BLEND", "REACH_CONTRAST", "REACH_FRACTION", "WAYPOINTS", "DETOURS", "GRAPH_NEIGHBOURS", "blend_sharpness", "center_graph", "center_legs", "cheap_reach", "detour_routes", "lattice_routes", "resample", "sharp_blend", "shortest_path"]
 
 #: nodes per side of the lattice of :func:`lattice_routes`, and its neighbours: the 16 directions of steps
 #: (1, 0), (1, 1), (1, 2) and their symmetries (angles within 13 degrees of any direction)
@@ -42,6 +42,14 @@ CHECK_BLEND = 0.3
 #: ... and when that sixteenth changes :math:`\log u^T M u` by more than this (the speed by about 10%)
 SHARP_CHANGE = 0.1
 _PROBES = 16
+#: :func:`cheap_reach` counts the directions along which one metric is at least this many times cheaper than another
+#: (the quadratic forms), ...
+REACH_CONTRAST = 4.0
+#: ... every pair of a field above this fraction of them is searched (iris' per-class LMNN field: 0.75, wine's: 0.15 at
+#: max_condition 10 and 0.31 at 100, the random fields of ``benchmarks/bench_geodesics.py``: 0.4--0.6)
+REACH_FRACTION = 0.7
+#: ... among at most this many of the field's distinct metrics (a fixed sample of more)
+REACH_METRICS = 16
 #: random waypoints of :func:`detour_routes` (on the fields of ``benchmarks/bench_hard_geometry.py`` at D = 5,
 #: a pair whose best route passes by no center's detour)
 WAYPOINTS = 8
@@ -59,8 +67,9 @@ def sharp_blend(field):
 def blend_sharpness(field):
     """How abruptly the field's metric changes between its centers (``field.centers``; none: 0), in [0, 1].
 
-    On the segment from each center to its nearest center, ``log u^T M u`` (``u`` the
-    segment's direction) is sampled at 17 points; the sharpness is the largest, over the
+    On the segment from each center to its nearest center with another metric (``field.metrics``; a per-class field's
+    nearest center mostly shares its class's metric: no change there, while the class boundaries
+    can be abrupt), ``log u^T M u`` (``u`` the segment's direction) is sampled at 17 points; the sharpness is the largest, over the
     segments whose largest change exceeds ``SHARP_CHANGE`` (a negligible change is not a
     sharp one, however abrupt), of the largest of the 16 changes over their sum. Nearly
     piecewise-constant blends (sparse centers, large ``rho`` or condition) are at
@@ -71,8 +80,9 @@ def blend_sharpness(field):
     if centers is None or len(centers) < 2:
         return 0.0
     gaps = np.linalg.norm(centers[:, None] - centers[None], axis=-1)
-    np.fill_diagonal(gaps, np.inf)
-    apart = gaps.min(axis=1) > 0  # a center whose nearest is a duplicate has no segment (no change, no log(0))
+    metric_of = _distinct_metrics(field)[1]
+    gaps[metric_of[:, None] == metric_of[None]] = np.inf
+    apart = np.isfinite(gaps.min(axis=1)) & (gaps.min(axis=1) > 0)  # a center whose nearest is a duplicate has no segment (no log(0))
     if not apart.any():
         return 0.0
     direction = (centers[gaps.argmin(axis=1)] - centers)[apart]
@@ -82,6 +92,38 @@ def blend_sharpness(field):
     change = np.abs(np.diff(speed, axis=1))
     largest = change.max(axis=1)
     return float(np.max(np.divide(largest, change.sum(axis=1), out=np.zeros_like(largest), where=largest > SHARP_CHANGE)))
+
+
+def cheap_reach(field):
+    r"""The largest fraction of directions along which one of the field's metrics is ``REACH_CONTRAST`` times cheaper
+    than another (``field.metrics``; none: 0), in [0, 1].
+
+    The smooth blend weighs each center by its proximity in its own metric, so a metric that is cheap along most
+    directions dominates far beyond the data there, and a route through that reach can beat every route through the
+    data, which the straight start never leaves. On iris' per-class LMNN field (class 0's metric collapses 3 of its 4
+    directions; 0.75), 2 and 20 of 1,770 pairs solved from straight starts were certified 6% and up to 22% too long at
+    ``max_condition`` 10 and 100; the route search through random waypoints found all of them. The count takes the
+    generalized eigenvalues :math:`\lambda_k(M_h, M_g)` of every two of at most ``REACH_METRICS`` distinct metrics.
+    """
+    metrics = _distinct_metrics(field)[0]
+    if len(metrics) < 2:
+        return 0.0
+    if len(metrics) > REACH_METRICS:
+        metrics = metrics[np.sort(np.random.default_rng(0).choice(len(metrics), REACH_METRICS, replace=False))]
+    factors = np.linalg.cholesky(metrics)
+    whitened = np.linalg.solve(factors[:, None], np.linalg.solve(factors[:, None], metrics[None]).swapaxes(-1, -2))  # L_g^-1 M_h L_g^-T
+    cheaper = np.linalg.eigvalsh(whitened) >= REACH_CONTRAST  # M_h / M_g: g cheaper by the factor along these
+    return float(cheaper.sum(axis=-1).max() / field.dim)
+
+
+def _distinct_metrics(field):
+    """The field's distinct center metrics ``(k, dim, dim)`` and each center's index among them (no metrics: none)."""
+    metrics = getattr(field, "metrics", None)
+    if metrics is None:
+        return np.empty((0, field.dim, field.dim)), np.arange(len(getattr(field, "centers", ())))
+    metrics = np.asarray(metrics)
+    distinct, metric_of = np.unique(metrics.reshape(len(metrics), -1), axis=0, return_inverse=True)
+    return distinct.reshape(-1, field.dim, field.dim), metric_of.ravel()
 
 
 def _lattice_edges(shape):
@@ -189,13 +231,23 @@ def center_graph(field):
     return centers, first, second, weights
 
 
-def detour_routes(field, start, end, graph):
+def center_legs(field, points, graph):
+    """Lengths of the straight legs from each of ``points`` ``(n, dim)`` to every center of ``graph`` (:func:`center_graph`),
+    shape ``(n, R)`` (:func:`~riemlocal.numerics.polyline_length`, two pieces each): the legs of :func:`detour_routes`,
+    computed once per point for all the pairs it ends."""
+    centers = graph[0]
+    segments = np.stack([np.repeat(points, len(centers), axis=0), np.tile(centers, (len(points), 1))], axis=1)
+    return polyline_length(field, segments, 2).reshape(len(points), len(centers)) if len(segments) else np.zeros((len(points), 0))
+
+
+def detour_routes(field, start, end, graph, legs):
     """Routes from ``start`` to ``end`` (``(dim,)`` each): detours through centers and through waypoints.
 
     The detours through the ``DETOURS`` centers of ``graph`` (:func:`center_graph`) whose two legs
-    are shortest, and through ``WAYPOINTS`` points drawn uniformly (a fixed seed) in the box of the
-    endpoints and the centers, widened by half its diagonal where there are no centers, then the
-    shortest polyline of the graph joined to the endpoints (each joined to every center and to the other).
+    (``legs``, ``(2, R)``: :func:`center_legs` of the two ends) are shortest, and through ``WAYPOINTS`` points drawn
+    uniformly (a fixed seed) in the box of the endpoints and the centers, widened by half its diagonal where there
+    are no centers, then the shortest polyline of the graph joined to the endpoints (each joined to every center and
+    to the other).
     """
     centers, first, second, weights = graph
     corners = np.concatenate([start[None], end[None], centers])
@@ -205,7 +257,7 @@ def detour_routes(field, start, end, graph):
     waypoints = np.random.default_rng(0).uniform(low, high, (WAYPOINTS, len(start)))
     n = len(centers)
     leg_first, leg_second = np.r_[np.repeat([0, 1], n), 0], np.r_[np.tile(np.arange(n) + 2, 2), 1]  # the endpoints to every center, and to each other
-    legs = polyline_length(field, np.stack([corners[leg_first], corners[leg_second]], axis=1), 2)
+    legs = np.r_[legs[0], legs[1], polyline_length(field, np.stack([start, end])[None], 2)]
     closest = np.argsort(legs[:n] + legs[n : 2 * n])[:DETOURS]
     detours = [np.stack([start, waypoint, end]) for waypoint in np.concatenate([centers[closest], waypoints])]
     return detours + [_shortest(corners, np.r_[leg_first, first + 2], np.r_[leg_second, second + 2], np.r_[legs, weights])]

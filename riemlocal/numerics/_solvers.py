@@ -34,7 +34,7 @@ from ._capability import compiled_data
 from ._compiled_log import FAILED, NEEDS_LEVEL, compiled_log_pairs, laplacian_levels
 from ._energy import curve_energy, initial_velocity, polyline_length, refine
 from ._minimize import METHODS, UNRESOLVED, extrapolate_levels, resolve_method
-from ._routes import CHECK_BLEND, CHECK_LATTICE_NODES, SHARP_BLEND, FieldLattice, blend_sharpness, center_graph, detour_routes, lattice_routes, resample, shortest_path
+from ._routes import CHECK_BLEND, CHECK_LATTICE_NODES, REACH_FRACTION, SHARP_BLEND, FieldLattice, blend_sharpness, center_graph, center_legs, cheap_reach, detour_routes, lattice_routes, resample, shortest_path
 from ._riders import EQUATIONS, rider_rhs, rider_width
 from ._runge_kutta import compiled_dormand_prince, dormand_prince
 from ._tolerances import EXP_ATOL_FACTOR, INTEGRATION_RTOL, RTOL, integration_tolerances
@@ -297,8 +297,9 @@ class EnergyLogSolver:
 
     Hard pairs get a cheap global search (:meth:`_search_routes`): pairs not
     certified, pairs that needed more than ``HARD_LEVELS_FACTOR`` times the first
-    level's segments, every pair of a sharp field of more than two dimensions
-    (:func:`~riemlocal.numerics._routes.sharp_blend`), and the pairs of a
+    level's segments, every pair of a field of more than two dimensions that is sharp
+    (:func:`~riemlocal.numerics._routes.sharp_blend`) or has a metric cheaper than another
+    along most directions (:func:`~riemlocal.numerics._routes.cheap_reach`), and the pairs of a
     two-dimensional field of sharpness above ``CHECK_BLEND`` whose answer a coarse
     lattice route, minimized, disproves (:meth:`_check_routes`); the other pairs cost no more.
     The certificate of these pairs also checks their curves (:meth:`_assess`: the
@@ -465,7 +466,7 @@ class EnergyLogSolver:
         outputs = _map_chunks(
             solve_chunk, (y[first], x[first]), self.chunk_size, self.n_jobs, self.verbose, "geodesic boundary-value problems"
         )
-        certified, sharp = self._assess(outputs, log_rtol)[0], self._sharp_field()
+        certified, sharp = self._assess(outputs, log_rtol)[0], self._searched_field()
         checked = self.field.dim == 2 and self._sharpness() > CHECK_BLEND
         repair = sharp or checked or not certified.all() or outputs[4].max() > HARD_LEVELS_FACTOR * self.n_segments  # else nothing to repair
         if repair:
@@ -590,8 +591,10 @@ class EnergyLogSolver:
         n_nodes = RETRY_FACTOR * self.n_segments + 1
         starts, owners, lattice, graph = [], [], [], self._of_field(center_graph)
         same = SAME_ROUTE * np.linalg.norm(point - base_point, axis=1)
+        ends, end_of = unique_rows(np.concatenate([base_point, point]))  # a point of a distance matrix ends many pairs
+        legs = center_legs(self.field, ends, graph)[end_of.reshape(2, -1)]
         for row in rows:
-            routes = [outputs[6][row]] + detour_routes(self.field, base_point[row], point[row], graph)
+            routes = [outputs[6][row]] + detour_routes(self.field, base_point[row], point[row], graph, legs[:, row])
             if self.field.dim == 2:
                 routes += lattice_routes(self.field, base_point[row, None], point[row, None])
             starts += [resample(route, n_nodes) for route in routes]
@@ -629,9 +632,11 @@ class EnergyLogSolver:
         """:func:`~riemlocal.numerics._routes.blend_sharpness` of the field, computed once per field."""
         return self._of_field(blend_sharpness)
 
-    def _sharp_field(self):
-        """Whether the field is sharp (:func:`~riemlocal.numerics._routes.sharp_blend`)."""
-        return self._sharpness() > SHARP_BLEND
+    def _searched_field(self):
+        """Whether every pair of the field is searched (above two dimensions) and checked: a sharp field
+        (:func:`~riemlocal.numerics._routes.sharp_blend`) or one with a metric much cheaper than another along most
+        directions (:func:`~riemlocal.numerics._routes.cheap_reach`)."""
+        return self._sharpness() > SHARP_BLEND or self._of_field(cheap_reach) > REACH_FRACTION
 
     def _check_routes(self, outputs, point, base_point, log_rtol):
         """The cheap global check of a sharp two-dimensional field's pairs; a pair it disproves is solved again.
@@ -737,7 +742,7 @@ class EnergyLogSolver:
         Certified: :func:`_certified`, and the curve's own length (:func:`~riemlocal.numerics.polyline_length`,
         an independent quadrature) within ``CURVE_GAP`` of the distance, with no segment longer than ``JUMP_FACTOR``
         times the mean (a jump minimizer). The curve check covers the pairs that the global search takes
-        (:meth:`_search_routes`: hard pairs, all pairs of a sharp field), where it costs little; on easy pairs, in
+        (:meth:`_search_routes`: hard pairs, all pairs of a searched field), where it costs little; on easy pairs, in
         numpy, it would add up to half the cost of the compiled Log (D = 10, a pair solved at 64 segments).
         The bound is a certified distance, else the length of the curve where two quadratures agree (else infinite:
         a curve across a singularity of the field, e.g. out of the Poincaré ball, has no reliable length).
@@ -745,9 +750,9 @@ class EnergyLogSolver:
         _, length, error, log_error, n_segments, optimized, curves, _ = (part[rows] for part in outputs)
         certified = _certified(optimized, length, error, log_error, self.rtol, log_rtol)
         hard = ~certified | (n_segments > HARD_LEVELS_FACTOR * self.n_segments)
-        if not (hard.any() or self._sharp_field()):  # the common case, at no cost
+        if not (hard.any() or self._searched_field()):  # the common case, at no cost
             return certified, length
-        checked = np.flatnonzero(hard | self._sharp_field())
+        checked = np.flatnonzero(hard | self._searched_field())
         curve_length, faithful = length.copy(), np.ones(len(length), dtype=bool)
         shapes = np.stack([[len(curves[i]) - 1 for i in checked], np.where(certified[checked], 1, CURVE_SUBDIVISIONS)], axis=1)
         for nodes, subdivisions in unique_rows(shapes)[0]:
