@@ -21,9 +21,10 @@ it is run on iris only and on a random subset of ``--none-pairs`` pairs.
 Run: ``python benchmarks/bench_learned_fields.py [--datasets iris wine digits]
 [--max-condition none 10 100] [--n-jobs 2]``. Prints a markdown table.
 
-Measured with 2 workers on a quiet machine, seconds per direction: iris 2.4 / 9.2-9.4
-at ``max_condition`` 10 / 100, wine 1.9-2.3 / 13.5-13.9 (with near-duplicate detour starts dropped, since
-reverted); all certified (before the route search ran over the
+Measured with 2 workers on a quiet machine, seconds per direction: iris 10.6-11.1 / 19.3-19.6
+at ``max_condition`` 10 / 100, wine 1.8-2.2 / 11.2-11.4; all certified. Iris was 1.5-2.4 / 9.2-9.4 before every
+pair of its field was searched (``cheap_reach``: 2 and 20 of its distances were certified up to 6% and 22% too
+long); wine was 1.9-2.3 / 13.5-13.9 before the legs to the centers were computed once per point (before the route search ran over the
 workers, per-class fields evaluated each distinct metric once and curve lengths were compiled above 5
 dimensions: iris 4.9-5.8 / 48, wine 6.7-7.0 / 92).
 Earlier, on 2 cores shared with other jobs (load about 5): iris 420 for 60 pairs unbounded (60 % certified);

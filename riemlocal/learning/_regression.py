@@ -218,13 +218,14 @@ class GeodesicRegression(BaseEstimator):
         root = np.sqrt(weights)[:, None]
         beta = np.linalg.lstsq(design * root, Y * root, rcond=None)[0]
         chart = np.asarray(self.space.projection(beta[0]), dtype=float) if hasattr(self.space, "projection") else beta[0]
-        starts = [(chart, self._to_tangent(beta[1:], chart))]
+        starts, spread = [(chart, self._to_tangent(beta[1:], chart))], None
         for anchor in [chart] + ([] if mean is None else [mean[0]]):
             logs, lengths, _, _ = _tangent.certified_log(self.space, Y, anchor, self.n_jobs)
             beta = np.linalg.lstsq(design * root, logs * root, rcond=None)[0]
             base = _tangent.exp(self.space, beta[:1], anchor)[0]
             starts.append((base, self._to_tangent(beta[1:], base)))
-            spread = np.sqrt(weights @ lengths**2) if anchor is chart else spread
+            if spread is None:  # the rms distance from the chart fit's base point
+                spread = np.sqrt(weights @ lengths**2)
         if t.shape[1] == 1:  # geodesics through the extreme and through the quartile samples
             order = np.argsort(t[:, 0], kind="stable")
             for low, high in ((order[0], order[-1]), (order[len(t) // 4], order[-1 - len(t) // 4])):

@@ -79,19 +79,32 @@ def blend_sharpness(field):
     centers = getattr(field, "centers", None)
     if centers is None or len(centers) < 2:
         return 0.0
-    gaps = np.linalg.norm(centers[:, None] - centers[None], axis=-1)
-    metric_of = _distinct_metrics(field)[1]
-    gaps[metric_of[:, None] == metric_of[None]] = np.inf
-    apart = np.isfinite(gaps.min(axis=1)) & (gaps.min(axis=1) > 0)  # a center whose nearest is a duplicate has no segment (no log(0))
+    nearest, gap = _nearest_other_metric(centers, _distinct_metrics(field)[1])
+    apart = np.isfinite(gap) & (gap > 0)  # a center whose nearest is a duplicate has no segment (no log(0))
     if not apart.any():
         return 0.0
-    direction = (centers[gaps.argmin(axis=1)] - centers)[apart]
+    direction = (centers[nearest] - centers)[apart]
     points = centers[apart, None] + np.linspace(0.0, 1.0, _PROBES + 1)[:, None] * direction[:, None]
     directions = np.broadcast_to(direction[:, None], points.shape)
     speed = np.log(np.einsum("rkd,rkd->rk", directions, field.metric_vector_product(directions, points)))
     change = np.abs(np.diff(speed, axis=1))
     largest = change.max(axis=1)
     return float(np.max(np.divide(largest, change.sum(axis=1), out=np.zeros_like(largest), where=largest > SHARP_CHANGE)))
+
+
+def _nearest_other_metric(centers, metric_of):
+    """Each center's nearest center with another metric (``metric_of``, :func:`_distinct_metrics`): index and distance
+    (infinite: none)."""
+    if metric_of.max() + 1 == len(centers):  # a metric per center: the nearest other center
+        distance, index = KDTree(centers).query(centers, 2)
+        return index[:, 1], distance[:, 1]
+    index, distance = np.zeros(len(centers), dtype=int), np.full(len(centers), np.inf)
+    for group in np.unique(metric_of):
+        mine, others = np.flatnonzero(metric_of == group), np.flatnonzero(metric_of != group)
+        if len(others):
+            distance[mine], nearest = KDTree(centers[others]).query(centers[mine])
+            index[mine] = others[nearest]
+    return index, distance
 
 
 def cheap_reach(field):
@@ -240,10 +253,10 @@ def center_legs(field, points, graph):
     return polyline_length(field, segments, 2).reshape(len(points), len(centers)) if len(segments) else np.zeros((len(points), 0))
 
 
-def detour_routes(field, start, end, graph, legs):
+def detour_routes(field, start, end, graph, legs, n_detours=DETOURS):
     """Routes from ``start`` to ``end`` (``(dim,)`` each): detours through centers and through waypoints.
 
-    The detours through the ``DETOURS`` centers of ``graph`` (:func:`center_graph`) whose two legs
+    The detours through the ``n_detours`` centers of ``graph`` (:func:`center_graph`) whose two legs
     (``legs``, ``(2, R)``: :func:`center_legs` of the two ends) are shortest, and through ``WAYPOINTS`` points drawn
     uniformly (a fixed seed) in the box of the endpoints and the centers, widened by half its diagonal where there
     are no centers, then the shortest polyline of the graph joined to the endpoints (each joined to every center and
@@ -258,7 +271,7 @@ def detour_routes(field, start, end, graph, legs):
     n = len(centers)
     leg_first, leg_second = np.r_[np.repeat([0, 1], n), 0], np.r_[np.tile(np.arange(n) + 2, 2), 1]  # the endpoints to every center, and to each other
     legs = np.r_[legs[0], legs[1], polyline_length(field, np.stack([start, end])[None], 2)]
-    closest = np.argsort(legs[:n] + legs[n : 2 * n])[:DETOURS]
+    closest = np.argsort(legs[:n] + legs[n : 2 * n])[:n_detours]
     detours = [np.stack([start, waypoint, end]) for waypoint in np.concatenate([centers[closest], waypoints])]
     return detours + [_shortest(corners, np.r_[leg_first, first + 2], np.r_[leg_second, second + 2], np.r_[legs, weights])]
 

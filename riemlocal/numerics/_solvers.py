@@ -34,7 +34,7 @@ from ._capability import compiled_data
 from ._compiled_log import FAILED, NEEDS_LEVEL, compiled_log_pairs, laplacian_levels
 from ._energy import curve_energy, initial_velocity, polyline_length, refine
 from ._minimize import METHODS, UNRESOLVED, extrapolate_levels, resolve_method
-from ._routes import CHECK_BLEND, CHECK_LATTICE_NODES, REACH_FRACTION, SHARP_BLEND, FieldLattice, blend_sharpness, center_graph, center_legs, cheap_reach, detour_routes, lattice_routes, resample, shortest_path
+from ._routes import CHECK_BLEND, CHECK_LATTICE_NODES, DETOURS, REACH_FRACTION, SHARP_BLEND, FieldLattice, blend_sharpness, center_graph, center_legs, cheap_reach, detour_routes, lattice_routes, resample, shortest_path
 from ._riders import EQUATIONS, rider_rhs, rider_width
 from ._runge_kutta import compiled_dormand_prince, dormand_prince
 from ._tolerances import EXP_ATOL_FACTOR, INTEGRATION_RTOL, RTOL, integration_tolerances
@@ -475,9 +475,10 @@ class EnergyLogSolver:
                 self._check_routes(outputs, y[first], x[first], log_rtol)
             certified = self._assess(outputs, log_rtol)[0]
             hard = ~certified | (outputs[4] > HARD_LEVELS_FACTOR * self.n_segments)
-            hard |= sharp and self.field.dim > 2
-            hard &= outputs[4] > 1  # not the pairs closer than round-off resolves
-            self._search_routes(outputs, y[first], x[first], log_rtol, hard, certified)
+            hard |= self._sharpness() > SHARP_BLEND and self.field.dim > 2
+            far = ~hard & (sharp and self.field.dim > 2)  # searched for the field's cheap reach alone
+            hard = (hard | far) & (outputs[4] > 1)  # not the pairs closer than round-off resolves
+            self._search_routes(outputs, y[first], x[first], log_rtol, hard, certified, far)
         screened = self._screen_routes(outputs, y[first], x[first], log_rtol) if self.field.dim == 2 and not checked else False
         if self._check_triangles(outputs, y[first], x[first], log_rtol) or repair or screened:
             certified = self._assess(outputs, log_rtol)[0]
@@ -548,7 +549,7 @@ class EnergyLogSolver:
 
         return tuple(_map_chunks(solve, (point, base_point, starts), self.chunk_size, self.n_jobs, False, description))
 
-    def _search_routes(self, outputs, point, base_point, log_rtol, hard, certified):
+    def _search_routes(self, outputs, point, base_point, log_rtol, hard, certified, far):
         """Hard pairs: solve again from the best routes of a cheap global search, keep the better answer.
 
         The candidates of a pair are its own curve, its detours through the field's centers and random waypoints
@@ -558,7 +559,10 @@ class EnergyLogSolver:
         (a route's own length says little about the geodesic it leads to). Candidates that end
         within ``SAME_ROUTE`` of the chord of a shorter one are the same route; a ``certified`` pair whose
         candidates all end on its own curve's route is done (on iris' per-class field, 39 of 190 pairs
-        searched, every candidate did: the search took 5.9 s of 7.0 s, and improved none). The lattice route and
+        searched, every candidate did: the search took 5.9 s of 7.0 s, and improved none). The pairs ``far``, searched
+        only for the field's cheap reach (:func:`~riemlocal.numerics._routes.cheap_reach`), take no detours through
+        centers: the routes out through the reach start from the waypoints and the graph's route (on iris' per-class
+        field at ``max_condition=100``, the waypoints found all 20 pairs certified too long, the detours none). The lattice route and
         the shortest others (:func:`~riemlocal.numerics.polyline_length`), ``ROUTE_REFINE`` in all, are
         refined to twice the segments and minimized again, where their lengths rank them more
         reliably (at 32 segments a sharp transition can shorten a wrong route by a percent), and the
@@ -579,13 +583,13 @@ class EnergyLogSolver:
         serial._measured = self._measured if n_workers == 1 else {}  # not shipped to the workers
         answers = parallel_map(
             serial._search_rows,
-            [(tuple(output[task] for output in outputs), point[task], base_point[task], log_rtol, certified[task]) for task in tasks],
+            [(tuple(output[task] for output in outputs), point[task], base_point[task], log_rtol, certified[task], far[task]) for task in tasks],
             self.n_jobs,
         )
         for task, answer in zip(tasks, answers):
             _replace_rows(outputs, task, answer, np.ones(len(task), dtype=bool))
 
-    def _search_rows(self, outputs, point, base_point, log_rtol, certified):
+    def _search_rows(self, outputs, point, base_point, log_rtol, certified, far):
         """The search of :meth:`_search_routes` for every pair of ``outputs`` (of :meth:`_solve_chunk`), updated and returned."""
         rows = np.arange(len(point))
         n_nodes = RETRY_FACTOR * self.n_segments + 1
@@ -594,7 +598,7 @@ class EnergyLogSolver:
         ends, end_of = unique_rows(np.concatenate([base_point, point]))  # a point of a distance matrix ends many pairs
         legs = center_legs(self.field, ends, graph)[end_of.reshape(2, -1)]
         for row in rows:
-            routes = [outputs[6][row]] + detour_routes(self.field, base_point[row], point[row], graph, legs[:, row])
+            routes = [outputs[6][row]] + detour_routes(self.field, base_point[row], point[row], graph, legs[:, row], 0 if far[row] else DETOURS)
             if self.field.dim == 2:
                 routes += lattice_routes(self.field, base_point[row, None], point[row, None])
             starts += [resample(route, n_nodes) for route in routes]
