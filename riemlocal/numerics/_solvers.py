@@ -466,9 +466,9 @@ class EnergyLogSolver:
         outputs = _map_chunks(
             solve_chunk, (y[first], x[first]), self.chunk_size, self.n_jobs, self.verbose, "geodesic boundary-value problems"
         )
-        certified, sharp = self._assess(outputs, log_rtol)[0], self._searched_field()
+        certified, searched = self._assess(outputs, log_rtol)[0], self._searched_field()
         checked = self.field.dim == 2 and self._sharpness() > CHECK_BLEND
-        repair = sharp or checked or not certified.all() or outputs[4].max() > HARD_LEVELS_FACTOR * self.n_segments  # else nothing to repair
+        repair = searched or checked or not certified.all() or outputs[4].max() > HARD_LEVELS_FACTOR * self.n_segments  # else nothing to repair
         if repair:
             self._retry_finer(outputs, y[first], x[first], log_rtol, certified)
             if checked:
@@ -476,7 +476,7 @@ class EnergyLogSolver:
             certified = self._assess(outputs, log_rtol)[0]
             hard = ~certified | (outputs[4] > HARD_LEVELS_FACTOR * self.n_segments)
             hard |= self._sharpness() > SHARP_BLEND and self.field.dim > 2
-            far = ~hard & (sharp and self.field.dim > 2)  # searched for the field's cheap reach alone
+            far = ~hard & (searched and self.field.dim > 2)  # searched for the field's cheap reach alone
             hard = (hard | far) & (outputs[4] > 1)  # not the pairs closer than round-off resolves
             self._search_routes(outputs, y[first], x[first], log_rtol, hard, certified, far)
         screened = self._screen_routes(outputs, y[first], x[first], log_rtol) if self.field.dim == 2 and not checked else False
