@@ -171,14 +171,13 @@ def _segment_quadratics(field, curves, offsets):
     along each curve where the field declares it, up to ``QUADRATURE_MAX_DIM`` dimensions at any size
     (:func:`~riemlocal.numerics.polyline_quadratics`), else numpy."""
     n_nodes, dim = curves.shape[-2:]
-    flat = np.ascontiguousarray(curves.reshape(-1, n_nodes, dim), dtype=float)
     capability = getattr(field, "capability", None)
     if capability is not None and dim <= QUADRATURE_MAX_DIM:
         data = capability.data
     else:
-        data = compiled_data(field, len(flat) * (n_nodes - 1) * len(offsets), curves=True)
-    if data is not None:
-        squared, done = polyline_quadratics(data, flat, offsets)
+        data = compiled_data(field, curves[..., 0, 0].size * (n_nodes - 1) * len(offsets), curves=True)
+    if data is not None:  # the curves contiguous, one per row, for the compiled loops only
+        squared, done = polyline_quadratics(data, np.ascontiguousarray(curves.reshape(-1, n_nodes, dim), dtype=float), offsets)
         if done:
             return squared.reshape(curves.shape[:-2] + squared.shape[1:])
     steps = np.diff(curves, axis=-2)
