@@ -20,7 +20,7 @@ from scipy.spatial import KDTree
 
 from ._energy import polyline_length
 
-__all__ = ["FieldLattice", "FIELD_LATTICE_MARGIN", "LATTICE_NODES", "CHECK_LATTICE_NODES", "SHARP_BLEND", "CHECK_BLEND", "REACH_CONTRAST", "REACH_FRACTION", "WAYPOINTS", "DETOURS", "GRAPH_NEIGHBOURS", "blend_sharpness", "center_graph", "center_legs", "cheap_reach", "detour_routes", "lattice_routes", "resample", "sharp_blend", "shortest_path"]
+__all__ = ["FieldLattice", "FIELD_LATTICE_MARGIN", "LATTICE_NODES", "CHECK_LATTICE_NODES", "SHARP_BLEND", "CHECK_BLEND", "REACH_CONTRAST", "REACH_FRACTION", "WAYPOINTS", "DETOURS", "GRAPH_NEIGHBOURS", "RESAMPLE_PIECES", "blend_sharpness", "center_graph", "center_legs", "cheap_reach", "detour_routes", "lattice_routes", "resample", "sharp_blend", "shortest_path"]
 
 #: nodes per side of the lattice of :func:`lattice_routes`, and its neighbours: the 16 directions of steps
 #: (1, 0), (1, 1), (1, 2) and their symmetries (angles within 13 degrees of any direction)
@@ -57,6 +57,8 @@ WAYPOINTS = 8
 DETOURS = 16
 #: neighbours of each center in :func:`center_graph`
 GRAPH_NEIGHBOURS = 16
+#: pieces of each segment measured by :func:`resample` in a field's arc length
+RESAMPLE_PIECES = 8
 
 
 def sharp_blend(field):
@@ -291,8 +293,16 @@ def shortest_path(predecessors, target):
     return path[::-1]
 
 
-def resample(polyline, n_nodes):
-    """``n_nodes`` points spaced evenly by Euclidean arc length along ``polyline`` ``(k, dim)``, endpoints included."""
-    arc = np.r_[0.0, np.cumsum(np.linalg.norm(np.diff(polyline, axis=0), axis=1))]
+def resample(polyline, n_nodes, field=None):
+    """``n_nodes`` points spaced evenly by arc length along ``polyline`` ``(k, dim)``, endpoints included: Euclidean, or
+    the ``field``'s (each segment split into ``RESAMPLE_PIECES`` pieces measured by
+    :func:`~riemlocal.numerics.polyline_length`), which puts the nodes where the curve is expensive."""
+    if field is not None:
+        fractions = np.arange(RESAMPLE_PIECES)[:, None] / RESAMPLE_PIECES
+        polyline = np.concatenate([(polyline[:-1, None] + fractions * np.diff(polyline, axis=0)[:, None]).reshape(-1, polyline.shape[1]), polyline[-1:]])
+        pieces = polyline_length(field, np.stack([polyline[:-1], polyline[1:]], axis=1))
+    else:
+        pieces = np.linalg.norm(np.diff(polyline, axis=0), axis=1)
+    arc = np.r_[0.0, np.cumsum(pieces)]
     targets = np.linspace(0.0, arc[-1], n_nodes)
     return np.stack([np.interp(targets, arc, coordinate) for coordinate in polyline.T], axis=1)

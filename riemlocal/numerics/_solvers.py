@@ -320,7 +320,7 @@ class EnergyLogSolver:
         Requested error of Log vectors in the norm :math:`M(x)`, relative to
         the distance. Looser than ``rtol``: a Log vector depends to first
         order on the discrete curve, its length to second order.
-    max_segments : int, default=1024
+    max_segments : int, default=2048
         Cap on the segments of the finest level.
     tol : float, default=1e-7
         Tolerance of the energy minimization (preconditioned gradient norm).
@@ -357,7 +357,7 @@ class EnergyLogSolver:
         n_segments=8,
         rtol=RTOL,
         log_rtol=1e-4,
-        max_segments=1024,
+        max_segments=2048,
         tol=1e-7,
         max_iter=2000,
         method="auto",
@@ -479,6 +479,7 @@ class EnergyLogSolver:
             far = ~hard & (searched and self.field.dim > 2)  # searched for the field's cheap reach alone
             hard = (hard | far) & (outputs[4] > 1)  # not the pairs closer than round-off resolves
             self._search_routes(outputs, y[first], x[first], log_rtol, hard, certified, far)
+            self._restart_resampled(outputs, y[first], x[first], log_rtol)
         screened = self._screen_routes(outputs, y[first], x[first], log_rtol) if self.field.dim == 2 and not checked else False
         if self._check_triangles(outputs, y[first], x[first], log_rtol) or repair or screened:
             certified = self._assess(outputs, log_rtol)[0]
@@ -522,6 +523,32 @@ class EnergyLogSolver:
         retry = copy.copy(self)
         retry.n_segments = RETRY_FACTOR * self.n_segments
         self._keep_better(outputs, rows, retry._solve_chunk(point[rows], base_point[rows], log_rtol), log_rtol)
+
+    def _restart_resampled(self, outputs, point, base_point, log_rtol):
+        """Solve the pairs still uncertified again from their own curves and from their straight segments, each
+        resampled evenly by the field's arc length (:func:`~riemlocal.numerics._routes.resample`), at ``RETRY_FACTOR``
+        times the first level's segments, then ``RESTART_FACTOR`` times finer for those still uncertified,
+        ``RESTARTS`` times in all; the answers replace a pair's where they are better (:func:`_better`).
+
+        A jump minimizer keeps one segment across a sharp transition at every level: its midpoint lies beyond the
+        transition, and splitting it costs more at the midpoints of the halves, so each finer level, warm started from
+        the coarser one, keeps it. Resampled by the field's arc length, the jump becomes many nodes inside the
+        transition, and the minimization crosses it where it is cheapest; at 32 segments it can tunnel again, and
+        the finer restarts then find the route. On 540 pairs of 54 random 2-D fields at condition 1000
+        (``benchmarks/bench_hard_geometry.py``'s construction, seeds 0--5), 31 were uncertified at
+        ``max_segments=1024`` without restarts, most of them jump minimizers, and 2 are with them at 2048.
+        """
+        rows = np.flatnonzero(~self._assess(outputs, log_rtol)[0] & (outputs[4] > 1))  # not the pairs closer than round-off resolves
+        for factor in RETRY_FACTOR * RESTART_FACTOR ** np.arange(RESTARTS):
+            if not len(rows) or 4 * factor * self.n_segments > self.max_segments:
+                return
+            n_nodes = factor * self.n_segments + 1
+            own = [resample(outputs[6][row], n_nodes, self.field) for row in rows]
+            straight = [resample(np.stack([base_point[row], point[row]]), n_nodes, self.field) for row in rows]
+            again = self._solve_from(np.stack(own + straight), np.tile(point[rows], (2, 1)), np.tile(base_point[rows], (2, 1)), log_rtol)
+            for half in (slice(None, len(rows)), slice(len(rows), None)):
+                self._keep_better(outputs, rows, tuple(output[half] for output in again), log_rtol)
+            rows = rows[~self._assess(outputs, log_rtol, rows)[0]]
 
     def _keep_better(self, outputs, rows, again, log_rtol):
         """Put the answers ``again`` of the pairs ``rows`` into ``outputs`` (both of :meth:`_solve_chunk`) where they are better (:func:`_better`)."""
@@ -988,6 +1015,10 @@ def _certified(optimized, length, error, log_error, rtol, log_rtol):
 
 #: the retry of an uncertified pair starts from this many times the segments (:meth:`EnergyLogSolver._retry_finer`)
 RETRY_FACTOR = 4
+#: restarts of a pair still uncertified (:meth:`EnergyLogSolver._restart_resampled`), each from this many times the
+#: segments of the one before, the first from ``RETRY_FACTOR`` times the first level's
+RESTARTS = 3
+RESTART_FACTOR = 4
 #: hard pairs are solved in full from this many of their candidate routes (:meth:`EnergyLogSolver._search_routes`) ...
 ROUTE_STARTS = 3
 #: ... chosen among this many distinct routes refined to twice the segments
