@@ -320,7 +320,7 @@ class EnergyLogSolver:
         Requested error of Log vectors in the norm :math:`M(x)`, relative to
         the distance. Looser than ``rtol``: a Log vector depends to first
         order on the discrete curve, its length to second order.
-    max_segments : int, default=2048
+    max_segments : int, default=1024
         Cap on the segments of the finest level.
     tol : float, default=1e-7
         Tolerance of the energy minimization (preconditioned gradient norm).
@@ -357,7 +357,7 @@ class EnergyLogSolver:
         n_segments=8,
         rtol=RTOL,
         log_rtol=1e-4,
-        max_segments=2048,
+        max_segments=1024,
         tol=1e-7,
         max_iter=2000,
         method="auto",
@@ -530,15 +530,21 @@ class EnergyLogSolver:
         times the first level's segments, then ``RESTART_FACTOR`` times finer for those still uncertified,
         ``RESTARTS`` times in all; the answers replace a pair's where they are better (:func:`_better`).
 
-        A jump minimizer keeps one segment across a sharp transition at every level: its midpoint lies beyond the
-        transition, and splitting it costs more at the midpoints of the halves, so each finer level, warm started from
-        the coarser one, keeps it. Resampled by the field's arc length, the jump becomes many nodes inside the
+        Only suspect curves are restarted: those whose error estimate exceeds ``CURVE_GAP`` or that fail the curve
+        check (a pair short of a tight ``rtol`` on a resolved route needs finer levels instead). A jump minimizer
+        keeps one segment across a sharp transition at every level: its midpoint lies beyond the transition, and
+        splitting it costs more at the midpoints of the halves, so each finer level, warm started from the coarser
+        one, keeps it. Resampled by the field's arc length, the jump becomes many nodes inside the
         transition, and the minimization crosses it where it is cheapest; at 32 segments it can tunnel again, and
         the finer restarts then find the route. On 540 pairs of 54 random 2-D fields at condition 1000
-        (``benchmarks/bench_hard_geometry.py``'s construction, seeds 0--5), 31 were uncertified at
-        ``max_segments=1024`` without restarts, most of them jump minimizers, and 2 are with them at 2048.
+        (``benchmarks/bench_hard_geometry.py``'s construction, seeds 0--5), 31 were uncertified without restarts,
+        most of them jump minimizers, and 21 are with them (2 with ``max_segments=2048``). The search's full solves
+        from its candidate routes are restarted the same way (:meth:`_search_rows`).
         """
-        rows = np.flatnonzero(~self._assess(outputs, log_rtol)[0] & (outputs[4] > 1))  # not the pairs closer than round-off resolves
+        _, length, error, log_error, n_segments, optimized, _, _ = outputs
+        estimated = _certified(optimized, length, error, log_error, self.rtol, log_rtol)  # the estimates pass, the curve check failed
+        suspect = estimated | ~(error <= CURVE_GAP)  # else its route is resolved: finer levels, not a restart, would certify it
+        rows = np.flatnonzero(~self._assess(outputs, log_rtol)[0] & suspect & (n_segments > 1))  # not the pairs closer than round-off resolves
         for factor in RETRY_FACTOR * RESTART_FACTOR ** np.arange(RESTARTS):
             if not len(rows) or 4 * factor * self.n_segments > self.max_segments:
                 return
@@ -645,6 +651,7 @@ class EnergyLogSolver:
         rank = _route_ranks(curves, owners, _route_lengths(self.field, curves), np.zeros(len(owners), dtype=bool), same[owners])
         chosen = np.flatnonzero(rank < ROUTE_STARTS)
         again = self._solve_from(curves[chosen], point[owners[chosen]], base_point[owners[chosen]], log_rtol)
+        self._restart_resampled(again, point[owners[chosen]], base_point[owners[chosen]], log_rtol)  # a route's own jumps repaired
         for k in range(ROUTE_STARTS):  # the best start of each pair first, each answer against the best so far
             mine = rank[chosen] == k
             self._keep_better(outputs, owners[chosen][mine], tuple(output[mine] for output in again), log_rtol)
