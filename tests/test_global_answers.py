@@ -273,7 +273,7 @@ def test_resampling_by_the_field_s_arc_length_spaces_the_nodes_evenly_in_it():
 
 # jump minimizers on fields of benchmarks/bench_hard_geometry.py's construction at condition 1000 (seeds 1 and 2;
 # the benchmark runs seed 0), with the length of the independent reference curve (a lattice route refined at 512
-# nodes): from the straight start, every level keeps a segment across a transition and the pair is uncertified (7.2505
+# nodes): from the straight start, every level keeps a segment across a transition and the pair is uncertified (7.2487
 # and the straight segment's 8.2643); restarted from its curves resampled by the field's arc length, it is certified
 JUMP_PAIRS = [
     (2.0, [1, 2, 1000, 20, 0], [-1.863488, 0.409431], [0.830503, 0.945652], 6.5732376),
