@@ -297,7 +297,7 @@ class EnergyLogSolver:
 
     Hard pairs get a cheap global search (:meth:`_search_routes`): pairs not
     certified, pairs that needed more than ``HARD_LEVELS_FACTOR`` times the first
-    level's segments, every pair of a field of more than two dimensions that is sharp
+    level's segments (more below the default ``rtol``: :meth:`_many_levels`), every pair of a field of more than two dimensions that is sharp
     (:func:`~riemlocal.numerics._routes.sharp_blend`) or has a metric cheaper than another
     along most directions (:func:`~riemlocal.numerics._routes.cheap_reach`), and the pairs of a
     two-dimensional field of sharpness above ``CHECK_BLEND`` whose answer a coarse
@@ -468,13 +468,13 @@ class EnergyLogSolver:
         )
         certified, searched = self._assess(outputs, log_rtol)[0], self._searched_field()
         checked = self.field.dim == 2 and self._sharpness() > CHECK_BLEND
-        repair = searched or checked or not certified.all() or outputs[4].max() > HARD_LEVELS_FACTOR * self.n_segments  # else nothing to repair
+        repair = searched or checked or not certified.all() or self._many_levels(outputs[4], HARD_LEVELS_FACTOR).any()  # else nothing to repair
         if repair:
             self._retry_finer(outputs, y[first], x[first], log_rtol, certified)
             if checked:
                 self._check_routes(outputs, y[first], x[first], log_rtol)
             certified = self._assess(outputs, log_rtol)[0]
-            hard = ~certified | (outputs[4] > HARD_LEVELS_FACTOR * self.n_segments)
+            hard = ~certified | self._many_levels(outputs[4], HARD_LEVELS_FACTOR)
             hard |= self._sharpness() > SHARP_BLEND and self.field.dim > 2
             far = ~hard & (searched and self.field.dim > 2)  # searched for the field's cheap reach alone
             hard = (hard | far) & (outputs[4] > 1)  # not the pairs closer than round-off resolves
@@ -539,7 +539,9 @@ class EnergyLogSolver:
         the finer restarts then find the route. On 540 pairs of 54 random 2-D fields at condition 1000
         (``benchmarks/bench_hard_geometry.py``'s construction, seeds 0--5), 31 were uncertified without restarts,
         most of them jump minimizers, and 21 are with them (2 with ``max_segments=2048``). The search's full solves
-        from its candidate routes are restarted the same way (:meth:`_search_rows`).
+        from its candidate routes are restarted the same way where the pair has no certified answer (:meth:`_search_rows`;
+        on a certified pair searched for its many levels, e.g. the Poincaré ball at ``rtol=1e-10``, the candidates
+        that wander off the ball restarted for 49 s and changed nothing).
         """
         _, length, error, log_error, n_segments, optimized, _, _ = outputs
         estimated = _certified(optimized, length, error, log_error, self.rtol, log_rtol)  # the estimates pass, the curve check failed
@@ -651,11 +653,22 @@ class EnergyLogSolver:
         rank = _route_ranks(curves, owners, _route_lengths(self.field, curves), np.zeros(len(owners), dtype=bool), same[owners])
         chosen = np.flatnonzero(rank < ROUTE_STARTS)
         again = self._solve_from(curves[chosen], point[owners[chosen]], base_point[owners[chosen]], log_rtol)
-        self._restart_resampled(again, point[owners[chosen]], base_point[owners[chosen]], log_rtol)  # a route's own jumps repaired
+        repaired = ~certified[owners[chosen]]  # a route's own jumps, where the pair has no certified answer yet
+        if repaired.any():
+            restarted = tuple(output[repaired] for output in again)
+            self._restart_resampled(restarted, point[owners[chosen]][repaired], base_point[owners[chosen]][repaired], log_rtol)
+            _replace_rows(again, np.flatnonzero(repaired), restarted, np.ones(repaired.sum(), dtype=bool))
         for k in range(ROUTE_STARTS):  # the best start of each pair first, each answer against the best so far
             mine = rank[chosen] == k
             self._keep_better(outputs, owners[chosen][mine], tuple(output[mine] for output in again), log_rtol)
         return outputs
+
+    def _many_levels(self, n_segments, factor):
+        """Whether pairs that needed ``n_segments`` needed more than ``factor`` times the first level's, scaled by
+        ``(RTOL / rtol) ** (1 / 4)`` for a tighter ``rtol`` (the extrapolated length's error falls about like the fourth
+        power of the segments' length: on the half-plane, the ball and the sphere, 32 segments first, ``rtol`` from
+        1e-6 to 1e-10 took 128 to 256--512). A tight tolerance alone makes no pair hard."""
+        return n_segments > factor * self.n_segments * max(1.0, (RTOL / self.rtol) ** 0.25)
 
     def _of_field(self, compute):
         """``compute(field)`` (a function of the field alone), computed once per field of the solver."""
@@ -709,7 +722,7 @@ class EnergyLogSolver:
         ``benchmarks/bench_hard_geometry.py`` certified 1.9% too long at 64 segments is pinned in the tests.
         """
         segments = outputs[4]
-        rows = np.flatnonzero((segments > SCREEN_LEVELS_FACTOR * self.n_segments) & (segments <= HARD_LEVELS_FACTOR * self.n_segments))
+        rows = np.flatnonzero(self._many_levels(segments, SCREEN_LEVELS_FACTOR) & ~self._many_levels(segments, HARD_LEVELS_FACTOR))
         if not len(rows) or getattr(self.field, "centers", None) is None:
             return False
         lattice = self._of_field(FieldLattice)
@@ -787,7 +800,7 @@ class EnergyLogSolver:
         """
         _, length, error, log_error, n_segments, optimized, curves, _ = (part[rows] for part in outputs)
         certified = _certified(optimized, length, error, log_error, self.rtol, log_rtol)
-        hard = ~certified | (n_segments > HARD_LEVELS_FACTOR * self.n_segments)
+        hard = ~certified | self._many_levels(n_segments, HARD_LEVELS_FACTOR)
         if not (hard.any() or self._searched_field()):  # the common case, at no cost
             return certified, length
         checked = np.flatnonzero(hard | self._searched_field())
