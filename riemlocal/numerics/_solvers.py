@@ -320,7 +320,7 @@ class EnergyLogSolver:
         Requested error of Log vectors in the norm :math:`M(x)`, relative to
         the distance. Looser than ``rtol``: a Log vector depends to first
         order on the discrete curve, its length to second order.
-    max_segments : int, default=1024
+    max_segments : int, default=2048
         Cap on the segments of the finest level.
     tol : float, default=1e-7
         Tolerance of the energy minimization (preconditioned gradient norm).
@@ -357,7 +357,7 @@ class EnergyLogSolver:
         n_segments=8,
         rtol=RTOL,
         log_rtol=1e-4,
-        max_segments=1024,
+        max_segments=2048,
         tol=1e-7,
         max_iter=2000,
         method="auto",
@@ -538,7 +538,7 @@ class EnergyLogSolver:
         transition, and the minimization crosses it where it is cheapest; at 32 segments it can tunnel again, and
         the finer restarts then find the route. On 540 pairs of 54 random 2-D fields at condition 1000
         (``benchmarks/bench_hard_geometry.py``'s construction, seeds 0--5), 31 were uncertified without restarts,
-        most of them jump minimizers, and 21 are with them (2 with ``max_segments=2048``). The search's full solves
+        most of them jump minimizers, and 21 were with them at ``max_segments=1024``, 2 at the default 2048. The search's full solves
         from its candidate routes are restarted the same way where the pair has no certified answer (:meth:`_search_rows`;
         on a certified pair searched for its many levels, e.g. the Poincaré ball at ``rtol=1e-10``, the candidates
         that wander off the ball restarted for 49 s and changed nothing).
@@ -591,7 +591,15 @@ class EnergyLogSolver:
         (:func:`~riemlocal.numerics._routes.detour_routes`) and, in two dimensions, the
         shortest route of a lattice around it (:func:`~riemlocal.numerics._routes.lattice_routes`),
         each resampled to ``RETRY_FACTOR * n_segments`` segments and minimized at that level
-        (a route's own length says little about the geodesic it leads to). Candidates that end
+        (a route's own length says little about the geodesic it leads to), by Newton. On a sharp field
+        (:func:`~riemlocal.numerics._routes.sharp_blend`) above two dimensions the detours through centers are
+        minimized by L-BFGS as well, which stays in the basin of its start where Newton's full steps across sharp
+        transitions leave it; each finds routes the other misses. On two D = 10 benchmark fields: one center's
+        detour ended on the straight route, 22.13, by Newton, and at 15.37 by L-BFGS, the route of the pair's
+        distance 15.113; on the other field Newton's detours found a pair's 12.095 and L-BFGS's alone certified
+        13.16. In two dimensions the lattice gives the routes (L-BFGS alone there missed two benchmark routes, by
+        2.8e-3 and 4.2e-3); L-BFGS runs in numpy, and for every candidate it made iris' matrix 3 times slower.
+        Candidates that end
         within ``SAME_ROUTE`` of the chord of a shorter one are the same route; a ``certified`` pair whose
         candidates all end on its own curve's route is done (on iris' per-class field, 39 of 190 pairs
         searched, every candidate did: the search took 5.9 s of 7.0 s, and improved none). The pairs ``far``, searched
@@ -628,19 +636,29 @@ class EnergyLogSolver:
         """The search of :meth:`_search_routes` for every pair of ``outputs`` (of :meth:`_solve_chunk`), updated and returned."""
         rows = np.arange(len(point))
         n_nodes = RETRY_FACTOR * self.n_segments + 1
-        starts, owners, lattice, graph = [], [], [], self._of_field(center_graph)
+        starts, owners, lattice, gentle, graph = [], [], [], [], self._of_field(center_graph)
         same = SAME_ROUTE * np.linalg.norm(point - base_point, axis=1)
         ends, end_of = unique_rows(np.concatenate([base_point, point]))  # a point of a distance matrix ends many pairs
         legs = center_legs(self.field, ends, graph)[end_of.reshape(2, -1)]
+        sharp = self.field.dim > 2 and self._sharpness() > SHARP_BLEND
         for row in rows:
-            routes = [outputs[6][row]] + detour_routes(self.field, base_point[row], point[row], graph, legs[:, row], 0 if far[row] else DETOURS)
+            n_detours = 0 if far[row] else min(DETOURS, len(graph[0]))
+            routes = [outputs[6][row]] + detour_routes(self.field, base_point[row], point[row], graph, legs[:, row], n_detours)
             if self.field.dim == 2:
                 routes += lattice_routes(self.field, base_point[row, None], point[row, None])
+            lattice += [False] * (len(routes) - 1) + [self.field.dim == 2]
+            if sharp:  # the detours once more, for L-BFGS
+                routes += routes[1 : 1 + n_detours]
+                lattice += [False] * n_detours
             starts += [resample(route, n_nodes) for route in routes]
             owners += [row] * len(routes)
-            lattice += [False] * (len(routes) - 1) + [self.field.dim == 2]
+            gentle += [False] * (len(routes) - n_detours * sharp) + [True] * (n_detours * sharp)
         method = resolve_method(self.method, self.field.dim, n_problems=1)  # per pair's worth of work: Newton up to dim = 20
-        curves, owners = self._minimize_routes(np.stack(starts), method), np.array(owners)
+        starts, owners, gentle = np.stack(starts), np.array(owners), np.array(gentle)
+        curves = np.empty_like(starts)
+        for chosen, chosen_method in ((gentle, "lbfgs"), (~gentle, method)):
+            if chosen.any():
+                curves[chosen] = self._minimize_routes(starts[chosen], chosen_method)
         first = np.searchsorted(owners, owners)  # each pair's first candidate (owners ascend): its own curve, minimized
         own, apart = first == np.arange(len(owners)), ~_same_route(curves, curves[first], same[owners])
         kept = apart | (own & (np.isin(owners, owners[apart]) | ~certified[owners]))  # a certified pair whose candidates all found its own route is done
