@@ -297,7 +297,8 @@ class EnergyLogSolver:
 
     Hard pairs get a cheap global search (:meth:`_search_routes`): pairs not
     certified, pairs that needed more than ``HARD_LEVELS_FACTOR`` times the first
-    level's segments (more below the default ``rtol``: :meth:`_many_levels`), every pair of a field of more than two dimensions that is sharp
+    level's segments (more below the default ``rtol``: :meth:`_many_levels`), every
+    pair of a field of more than two dimensions that is sharp
     (:func:`~riemlocal.numerics._routes.sharp_blend`) or has a metric cheaper than another
     along most directions (:func:`~riemlocal.numerics._routes.cheap_reach`), and the pairs of a
     two-dimensional field of sharpness above ``CHECK_BLEND`` whose answer a coarse
@@ -538,10 +539,10 @@ class EnergyLogSolver:
         transition, and the minimization crosses it where it is cheapest; at 32 segments it can tunnel again, and
         the finer restarts then find the route. On 540 pairs of 54 random 2-D fields at condition 1000
         (``benchmarks/bench_hard_geometry.py``'s construction, seeds 0--5), 31 were uncertified without restarts,
-        most of them jump minimizers, and 21 were with them at ``max_segments=1024``, 2 at the default 2048. The search's full solves
-        from its candidate routes are restarted the same way where the pair has no certified answer (:meth:`_search_rows`;
-        on a certified pair searched for its many levels, e.g. the Poincaré ball at ``rtol=1e-10``, the candidates
-        that wander off the ball restarted for 49 s and changed nothing).
+        most of them jump minimizers, and 21 were with them at ``max_segments=1024``, 2 at the default 2048. The
+        search's full solves from its candidate routes are restarted the same way where the pair has no certified
+        answer (:meth:`_search_rows`; on the Poincaré ball at ``rtol=1e-10``, candidates that wandered off the ball
+        restarted for 49 s and changed nothing).
         """
         _, length, error, log_error, n_segments, optimized, _, _ = outputs
         estimated = _certified(optimized, length, error, log_error, self.rtol, log_rtol)  # the estimates pass, the curve check failed
@@ -646,13 +647,12 @@ class EnergyLogSolver:
             routes = [outputs[6][row]] + detour_routes(self.field, base_point[row], point[row], graph, legs[:, row], n_detours)
             if self.field.dim == 2:
                 routes += lattice_routes(self.field, base_point[row, None], point[row, None])
-            lattice += [False] * (len(routes) - 1) + [self.field.dim == 2]
-            if sharp:  # the detours once more, for L-BFGS
-                routes += routes[1 : 1 + n_detours]
-                lattice += [False] * n_detours
+            n_gentle = n_detours if sharp else 0  # the detours once more, for L-BFGS
+            lattice += [False] * (len(routes) - 1) + [self.field.dim == 2] + [False] * n_gentle
+            gentle += [False] * len(routes) + [True] * n_gentle
+            routes += routes[1 : 1 + n_gentle]
             starts += [resample(route, n_nodes) for route in routes]
             owners += [row] * len(routes)
-            gentle += [False] * (len(routes) - n_detours * sharp) + [True] * (n_detours * sharp)
         method = resolve_method(self.method, self.field.dim, n_problems=1)  # per pair's worth of work: Newton up to dim = 20
         starts, owners, gentle = np.stack(starts), np.array(owners), np.array(gentle)
         curves = np.empty_like(starts)
