@@ -183,6 +183,18 @@ def test_ten_dimensional_detours_find_the_reference_route(seed, index, reference
     assert reference * (1 - 1e-3) <= result.length <= reference * (1 + 1e-6)
 
 
+def test_a_certified_pair_s_jump_candidate_is_repaired():
+    """A benchmark pair (seed 2, condition 1000, rho 2) certified from its straight start on a route 1.4% too long
+    (6.6124, 512 segments): at ``max_segments=1024`` one of the search's full solves stops as a jump (6.7579,
+    uncertified), and its restart from the curve resampled by the field's arc length finds the reference's route.
+    Restarting only the candidates of uncertified pairs left it at 6.6124."""
+    seed = [2, 2, 1000, 20, 1]
+    x, y = np.random.default_rng(seed + [1]).uniform(-2, 2, (10, 2, 2))[8]
+    result = EnergyLogSolver(_benchmark_field(1000.0, 2.0, seed), max_segments=1024).solve(y, x, log_rtol=np.inf)
+    assert result.converged
+    np.testing.assert_allclose(result.length, 6.52200862, rtol=1e-4)  # the reference: a real curve
+
+
 @pytest.mark.parametrize("condition, rho, seed, x, y, reference", BENCHMARK_PAIRS)
 def test_benchmark_hard_pairs_reach_the_independent_reference(condition, rho, seed, x, y, reference):
     with warnings.catch_warnings():
