@@ -124,12 +124,34 @@ class LatticeRoutes:
 
     def route(self, point_a, point_b):
         """Polyline from ``point_a`` through the lattice's shortest route to ``point_b``."""
-        source, target = self.nearest(point_a), self.nearest(point_b)
-        _, predecessors = dijkstra(self.graph, directed=False, indices=source, return_predecessors=True)
-        path = [target]
-        while path[-1] != source:
-            path.append(predecessors[path[-1]])
-        return np.concatenate([[point_a], self.nodes[path[::-1]], [point_b]])
+        return self.routes(point_a, point_b, n_routes=1)[0]
+
+    def routes(self, point_a, point_b, n_routes=8, slack=0.3, waypoint_stride=20, separation=0.3):
+        """The shortest route and up to ``n_routes - 1`` others through waypoints: every ``waypoint_stride``-th
+        lattice node per axis, the shortest path ``a -> w -> b`` within ``1 + slack`` of the shortest route, shortest
+        first, their waypoints pairwise more than ``separation`` apart (two Dijkstra searches in all)."""
+        ends = [self.nearest(point_a), self.nearest(point_b)]
+        distances, predecessors = dijkstra(self.graph, directed=False, indices=ends, return_predecessors=True)
+
+        def path_to(tree, node):
+            path = [node]
+            while path[-1] != ends[tree]:
+                path.append(predecessors[tree, path[-1]])
+            return path
+
+        grid = np.arange(0, self.n_side, waypoint_stride)
+        waypoints = np.concatenate([[ends[1]], (grid[:, None] * self.n_side + grid[None]).ravel()])
+        through = distances[0, waypoints] + distances[1, waypoints]
+        taken, routes = [], []
+        for w in waypoints[np.argsort(through, kind="stable")]:
+            if len(routes) == n_routes or not distances[0, w] + distances[1, w] <= (1.0 + slack) * distances[0, ends[1]]:
+                break
+            if any(np.linalg.norm(self.nodes[w] - self.nodes[t]) <= separation for t in taken):
+                continue
+            path = path_to(0, w)[::-1] + path_to(1, w)[1:]
+            taken.append(w)
+            routes.append(np.concatenate([[point_a], self.nodes[path], [point_b]]))
+        return routes
 
 
 def polyline_through(point_a, waypoint, point_b):

@@ -6,7 +6,8 @@ geodesic of the route it starts on. Where a sharp field offers a shorter way aro
 Graph searches give them: nodes are the pair's endpoints and a lattice over its
 neighbourhood (two dimensions) or the field's centers (any dimension), edges straight
 segments weighted by their length (:func:`~riemlocal.numerics.polyline_length`), and
-Dijkstra's algorithm gives the shortest polyline. Detours through single centers (those
+Dijkstra's algorithm gives the shortest polyline; on the lattice, via-routes give the other
+routes nearly as short (:func:`lattice_alternatives`). Detours through single centers (those
 whose straight legs are shortest) and through a few random waypoints are candidates too. A route's own length says little about the geodesic of its homotopy
 class (a straight detour through a center can be three times the geodesic it leads to,
 at D = 5 on nearly piecewise-constant blends), so the solver minimizes every candidate
@@ -20,7 +21,7 @@ from scipy.spatial import KDTree
 
 from ._energy import polyline_length
 
-__all__ = ["FieldLattice", "FIELD_LATTICE_MARGIN", "LATTICE_NODES", "CHECK_LATTICE_NODES", "SHARP_BLEND", "CHECK_BLEND", "REACH_CONTRAST", "REACH_FRACTION", "WAYPOINTS", "DETOURS", "GRAPH_NEIGHBOURS", "RESAMPLE_PIECES", "blend_sharpness", "center_graph", "center_legs", "cheap_reach", "detour_routes", "lattice_routes", "resample", "sharp_blend", "shortest_path"]
+__all__ = ["FieldLattice", "FIELD_LATTICE_MARGIN", "LATTICE_NODES", "CHECK_LATTICE_NODES", "SHARP_BLEND", "CHECK_BLEND", "REACH_CONTRAST", "REACH_FRACTION", "WAYPOINTS", "DETOURS", "GRAPH_NEIGHBOURS", "RESAMPLE_PIECES", "blend_sharpness", "center_graph", "center_legs", "cheap_reach", "detour_routes", "lattice_alternatives", "lattice_routes", "resample", "sharp_blend", "shortest_path"]
 
 #: nodes per side of the lattice of :func:`lattice_routes`, and its neighbours: the 16 directions of steps
 #: (1, 0), (1, 1), (1, 2) and their symmetries (angles within 13 degrees of any direction)
@@ -29,6 +30,14 @@ LATTICE_NODES = 65
 CHECK_LATTICE_NODES = 33
 #: :class:`FieldLattice` spans the centers' bounding box widened by this fraction of its diagonal on every side
 FIELD_LATTICE_MARGIN = 0.5
+#: routes of :func:`lattice_alternatives` per pair, within this fraction of the shortest, and their via nodes
+#: more than this many lattice steps from every route taken. On the condition-1000 fields of
+#: ``benchmarks/bench_hard_geometry.py``: 4 routes within 5% missed three geodesics 0.45--22% shorter on 180 pairs
+#: (seeds 0 and 2), which 8 within 15% found; on 180 pairs of seeds 3 and 4, 16 routes within 30% found no geodesic
+#: shorter than these 8 did
+VIA_ROUTES = 8
+VIA_SLACK = 0.15
+VIA_SEPARATION = 2.0
 _STEPS = ((0, 1), (1, 0), (1, 1), (1, -1), (1, 2), (2, 1), (1, -2), (2, -1))
 
 
@@ -159,22 +168,52 @@ def lattice_routes(field, base_point, point, n_nodes=LATTICE_NODES):
     ``n_nodes`` nodes per side; the endpoints join the lattice nodes within 2.5 steps.
     Returns a list of ``n`` polylines, each ``(k, 2)`` with its endpoints.
     """
+    return [_shortest(*_pair_lattice(field, start, end, n_nodes)[:4]) for start, end in zip(base_point, point)]
+
+
+def lattice_alternatives(field, start, end, n_nodes=LATTICE_NODES, n_routes=VIA_ROUTES, slack=VIA_SLACK):
+    r"""The shortest route from ``start`` to ``end`` (``(2,)`` each) on the lattice of :func:`lattice_routes` and up to
+    ``n_routes - 1`` distinct others: via-routes, the shortest paths through a node :math:`v`, of length
+    :math:`d(s, v) + d(v, t)` (two Dijkstra searches), shortest first, within ``1 + slack`` of the shortest. A via
+    node must lie on a plateau, an edge shared by the shortest-path trees of both ends (so that the route is locally
+    shortest there, not a bump off another route), more than ``VIA_SEPARATION`` lattice steps from every route
+    taken. Two routes on either side of a sharp feature can be within a percent of each other, and which one a
+    lattice's shortest path takes depends on its resolution; each minimizes to its own geodesic.
+    """
+    nodes, first, second, weights, step = _pair_lattice(field, start, end, n_nodes)
+    graph = coo_array((weights, (first, second)), shape=(len(nodes), len(nodes))).tocsr()
+    distances, predecessors = dijkstra(graph, directed=False, indices=[0, 1], return_predecessors=True)
+    through = distances.sum(axis=0)
+    toward = np.where(predecessors >= 0, predecessors, np.arange(len(nodes)))  # a tree's next node toward its root
+    plateau = (toward[1][toward[0]] == np.arange(len(nodes))) | (toward[0][toward[1]] == np.arange(len(nodes)))
+    routes, taken = [], np.empty((0, 2))
+    for node in np.flatnonzero(plateau)[np.argsort(through[plateau])]:
+        if len(routes) == n_routes or not through[node] <= (1.0 + slack) * through[1]:
+            break
+        if len(routes) and np.min(np.sum(((taken - nodes[node]) / step) ** 2, axis=1)) <= VIA_SEPARATION**2:
+            continue
+        path = shortest_path(predecessors[0], node)[:-1] + shortest_path(predecessors[1], node)[::-1]
+        routes.append(nodes[path])
+        taken = np.concatenate([taken, nodes[path]])
+    return routes
+
+
+def _pair_lattice(field, start, end, n_nodes):
+    """The graph of :func:`lattice_routes` for one pair: nodes (``start``, ``end``, then the lattice), edges
+    ``(first, second)``, their lengths and the lattice's step."""
     grid = np.indices((n_nodes, n_nodes)).reshape(2, -1).T
     first, second = _lattice_edges((n_nodes, n_nodes))
-    routes = []
-    for start, end in zip(base_point, point):
-        low, high = np.minimum(start, end), np.maximum(start, end)
-        margin = np.linalg.norm(end - start)
-        step = (high - low + 2 * margin) / (n_nodes - 1)
-        lattice = low - margin + grid * step
-        near_start = np.flatnonzero(np.sum(((lattice - start) / step) ** 2, axis=1) <= 2.5**2)
-        near_end = np.flatnonzero(np.sum(((lattice - end) / step) ** 2, axis=1) <= 2.5**2)
-        nodes = np.concatenate([start[None], end[None], lattice])
-        edge_first = np.concatenate([np.zeros(len(near_start), dtype=int), np.ones(len(near_end), dtype=int), first + 2])
-        edge_second = np.concatenate([near_start + 2, near_end + 2, second + 2])
-        weights = polyline_length(field, np.stack([nodes[edge_first], nodes[edge_second]], axis=1), 2)
-        routes.append(_shortest(nodes, edge_first, edge_second, weights))
-    return routes
+    low, high = np.minimum(start, end), np.maximum(start, end)
+    margin = np.linalg.norm(end - start)
+    step = (high - low + 2 * margin) / (n_nodes - 1)
+    lattice = low - margin + grid * step
+    near_start = np.flatnonzero(np.sum(((lattice - start) / step) ** 2, axis=1) <= 2.5**2)
+    near_end = np.flatnonzero(np.sum(((lattice - end) / step) ** 2, axis=1) <= 2.5**2)
+    nodes = np.concatenate([start[None], end[None], lattice])
+    edge_first = np.concatenate([np.zeros(len(near_start), dtype=int), np.ones(len(near_end), dtype=int), first + 2])
+    edge_second = np.concatenate([near_start + 2, near_end + 2, second + 2])
+    weights = polyline_length(field, np.stack([nodes[edge_first], nodes[edge_second]], axis=1), 2)
+    return nodes, edge_first, edge_second, weights, step
 
 
 class FieldLattice:

@@ -34,7 +34,7 @@ from ._capability import compiled_data
 from ._compiled_log import FAILED, NEEDS_LEVEL, compiled_log_pairs, laplacian_levels
 from ._energy import curve_energy, initial_velocity, polyline_length, refine
 from ._minimize import METHODS, UNRESOLVED, extrapolate_levels, resolve_method
-from ._routes import CHECK_BLEND, CHECK_LATTICE_NODES, DETOURS, REACH_FRACTION, SHARP_BLEND, FieldLattice, blend_sharpness, center_graph, center_legs, cheap_reach, detour_routes, lattice_routes, resample, shortest_path
+from ._routes import CHECK_BLEND, CHECK_LATTICE_NODES, DETOURS, REACH_FRACTION, SHARP_BLEND, FieldLattice, blend_sharpness, center_graph, center_legs, cheap_reach, detour_routes, lattice_alternatives, lattice_routes, resample, shortest_path
 from ._riders import EQUATIONS, rider_rhs, rider_width
 from ._runge_kutta import compiled_dormand_prince, dormand_prince
 from ._tolerances import EXP_ATOL_FACTOR, INTEGRATION_RTOL, RTOL, integration_tolerances
@@ -588,9 +588,8 @@ class EnergyLogSolver:
     def _search_routes(self, outputs, point, base_point, log_rtol, hard, certified, far):
         """Hard pairs: solve again from the best routes of a cheap global search, keep the better answer.
 
-        The candidates of a pair are its own curve, its detours through the field's centers and random waypoints
-        (:func:`~riemlocal.numerics._routes.detour_routes`) and, in two dimensions, the
-        shortest route of a lattice around it (:func:`~riemlocal.numerics._routes.lattice_routes`),
+        The candidates of a pair are its own curve and its detours through the field's centers and random waypoints
+        (:func:`~riemlocal.numerics._routes.detour_routes`),
         each resampled to ``RETRY_FACTOR * n_segments`` segments and minimized at that level
         (a route's own length says little about the geodesic it leads to), by Newton. On a sharp field
         (:func:`~riemlocal.numerics._routes.sharp_blend`) above two dimensions the detours through centers are
@@ -606,11 +605,20 @@ class EnergyLogSolver:
         searched, every candidate did: the search took 5.9 s of 7.0 s, and improved none). The pairs ``far``, searched
         only for the field's cheap reach (:func:`~riemlocal.numerics._routes.cheap_reach`), take no detours through
         centers: the routes out through the reach start from the waypoints and the graph's route (on iris' per-class
-        field at ``max_condition=100``, the waypoints found all 20 pairs certified too long, the detours none). The lattice route and
-        the shortest others (:func:`~riemlocal.numerics.polyline_length`), ``ROUTE_REFINE`` in all, are
+        field at ``max_condition=100``, the waypoints found all 20 pairs certified too long, the detours none). The
+        ``ROUTE_REFINE`` shortest distinct candidates (:func:`~riemlocal.numerics.polyline_length`) are
         refined to twice the segments and minimized again, where their lengths rank them more
         reliably (at 32 segments a sharp transition can shorten a wrong route by a percent), and the
-        ``ROUTE_STARTS`` shortest are solved in full from there; the best answer replaces
+        ``ROUTE_STARTS`` shortest are solved in full from there.
+
+        In two dimensions the routes of a lattice around the pair, its shortest and distinct via-routes
+        (:func:`~riemlocal.numerics._routes.lattice_alternatives`), are solved in full as well, each from
+        ``LATTICE_START_FACTOR * n_segments`` segments spaced by the field's arc length: on condition-1000 fields,
+        minimized at 32 or 64 segments, the lattice's routes changed basin (a narrow cheap channel is not resolved)
+        or ranked behind longer geodesics (23.7 against 22.7 at 64 segments, 22.53 against 22.69 in full); solved
+        from the fine start, each keeps its route. The lattice's own lengths rank them poorly: a via-route 7% longer
+        on the lattice than its shortest path led to a geodesic 22% shorter (17.668 against 22.533, a benchmark
+        pair whose reference had missed it). The best answer of every full solve replaces
         the pair's result where it is better (:func:`_better`). ``outputs`` (of :meth:`_solve_chunk`)
         are updated in place. The pairs are split over the solver's workers, ``SEARCH_TASKS_PER_WORKER``
         tasks each (:meth:`_search_rows`); its minimizations run in chunks (:meth:`_map_pairs`).
@@ -637,7 +645,8 @@ class EnergyLogSolver:
         """The search of :meth:`_search_routes` for every pair of ``outputs`` (of :meth:`_solve_chunk`), updated and returned."""
         rows = np.arange(len(point))
         n_nodes = RETRY_FACTOR * self.n_segments + 1
-        starts, owners, lattice, gentle, graph = [], [], [], [], self._of_field(center_graph)
+        starts, owners, gentle, graph = [], [], [], self._of_field(center_graph)
+        lattice_starts, lattice_owners = [], []
         same = SAME_ROUTE * np.linalg.norm(point - base_point, axis=1)
         ends, end_of = unique_rows(np.concatenate([base_point, point]))  # a point of a distance matrix ends many pairs
         legs = center_legs(self.field, ends, graph)[end_of.reshape(2, -1)]
@@ -645,14 +654,15 @@ class EnergyLogSolver:
         for row in rows:
             n_detours = 0 if far[row] else min(DETOURS, len(graph[0]))
             routes = [outputs[6][row]] + detour_routes(self.field, base_point[row], point[row], graph, legs[:, row], n_detours)
-            if self.field.dim == 2:
-                routes += lattice_routes(self.field, base_point[row, None], point[row, None])
             n_gentle = n_detours if sharp else 0  # the detours once more, for L-BFGS
-            lattice += [False] * (len(routes) - 1) + [self.field.dim == 2] + [False] * n_gentle
             gentle += [False] * len(routes) + [True] * n_gentle
             routes += routes[1 : 1 + n_gentle]
             starts += [resample(route, n_nodes) for route in routes]
             owners += [row] * len(routes)
+            if self.field.dim == 2:
+                lattice = lattice_alternatives(self.field, base_point[row], point[row])
+                lattice_starts += [resample(route, LATTICE_START_FACTOR * self.n_segments + 1, self.field) for route in lattice]
+                lattice_owners += [row] * len(lattice)
         method = resolve_method(self.method, self.field.dim, n_problems=1)  # per pair's worth of work: Newton up to dim = 20
         starts, owners, gentle = np.stack(starts), np.array(owners), np.array(gentle)
         curves = np.empty_like(starts)
@@ -662,19 +672,24 @@ class EnergyLogSolver:
         first = np.searchsorted(owners, owners)  # each pair's first candidate (owners ascend): its own curve, minimized
         own, apart = first == np.arange(len(owners)), ~_same_route(curves, curves[first], same[owners])
         kept = apart | (own & (np.isin(owners, owners[apart]) | ~certified[owners]))  # a certified pair whose candidates all found its own route is done
-        if not kept.any():
-            return outputs
-        curves, owners, lattice = curves[kept], owners[kept], np.array(lattice)[kept]
-        rank = _route_ranks(curves, owners, _route_lengths(self.field, curves), lattice, same[owners])
-        chosen = np.flatnonzero(rank < ROUTE_REFINE)
-        curves, owners = self._minimize_routes(refine(curves[chosen], cubic=True), method), owners[chosen]
-        rank = _route_ranks(curves, owners, _route_lengths(self.field, curves), np.zeros(len(owners), dtype=bool), same[owners])
-        chosen = np.flatnonzero(rank < ROUTE_STARTS)
-        again = self._solve_from(curves[chosen], point[owners[chosen]], base_point[owners[chosen]], log_rtol)
-        self._restart_resampled(again, point[owners[chosen]], base_point[owners[chosen]], log_rtol)  # a route's own jumps repaired
-        for k in range(ROUTE_STARTS):  # the best start of each pair first, each answer against the best so far
-            mine = rank[chosen] == k
-            self._keep_better(outputs, owners[chosen][mine], tuple(output[mine] for output in again), log_rtol)
+        solves = []
+        if kept.any():
+            curves, owners = curves[kept], owners[kept]
+            rank = _route_ranks(curves, owners, _route_lengths(self.field, curves), same[owners])
+            chosen = np.flatnonzero(rank < ROUTE_REFINE)
+            curves, owners = self._minimize_routes(refine(curves[chosen], cubic=True), method), owners[chosen]
+            rank = _route_ranks(curves, owners, _route_lengths(self.field, curves), same[owners])
+            chosen = np.flatnonzero(rank < ROUTE_STARTS)
+            solves.append((curves[chosen], owners[chosen], rank[chosen]))
+        if lattice_starts:  # each in full from a fine start, which keeps the basin of its route (the coarse levels do not)
+            owners = np.array(lattice_owners)
+            solves.append((np.stack(lattice_starts), owners, np.arange(len(owners)) - np.searchsorted(owners, owners)))
+        for curves, owners, rank in solves:
+            again = self._solve_from(curves, point[owners], base_point[owners], log_rtol)
+            self._restart_resampled(again, point[owners], base_point[owners], log_rtol)  # a route's own jumps repaired
+            for k in np.unique(rank):  # the best start of each pair first, each answer against the best so far
+                mine = rank == k
+                self._keep_better(outputs, owners[mine], tuple(output[mine] for output in again), log_rtol)
         return outputs
 
     def _many_levels(self, n_segments, factor):
@@ -1001,13 +1016,13 @@ def _same_route(curves, others, same):
     return np.abs(curves - others).max(axis=(-2, -1)) <= same
 
 
-def _route_ranks(curves, owners, lengths, first, same):
-    """Rank of each candidate curve ``(n, N + 1, dim)`` among its pair's (``owners``): those marked ``first``, then by ``lengths``.
+def _route_ranks(curves, owners, lengths, same):
+    """Rank of each candidate curve ``(n, N + 1, dim)`` among its pair's (``owners``) by ``lengths``.
 
     A candidate whose nodes all lie within ``same`` (per candidate) of a better-ranked candidate's is the
     same route: it ranks after every distinct one.
     """
-    order = np.lexsort((lengths, ~first, owners))
+    order = np.lexsort((lengths, owners))
     rank = np.empty(len(order), dtype=int)
     for pair in np.unique(owners):
         mine = order[owners[order] == pair]
@@ -1057,6 +1072,8 @@ RESTART_FACTOR = 4
 ROUTE_STARTS = 3
 #: ... chosen among this many distinct routes refined to twice the segments
 ROUTE_REFINE = 6
+#: the routes of a pair's lattice (two dimensions) are solved in full from this many times the first level's segments
+LATTICE_START_FACTOR = 16
 #: the search's pairs are split in this many tasks per worker (:meth:`EnergyLogSolver._search_routes`): their costs differ
 SEARCH_TASKS_PER_WORKER = 4
 #: candidate curves whose nodes are all within this fraction of the pair's chord of a shorter one's are one route
