@@ -21,8 +21,9 @@ it is run on iris only and on a random subset of ``--none-pairs`` pairs.
 Run: ``python benchmarks/bench_learned_fields.py [--datasets iris wine digits]
 [--max-condition none 10 100] [--n-jobs 2]``. Prints a markdown table.
 
-Measured with 2 workers on a quiet machine, seconds per direction: iris 10.6-11.1 / 19.3-19.6
-at ``max_condition`` 10 / 100, wine 1.8-2.2 / 11.2-11.4; all certified. Iris was 1.5-2.4 / 9.2-9.4 before every
+Measured with 2 workers on a quiet machine, seconds per direction: iris 8.0-8.1 / 14.7-15.7
+at ``max_condition`` 10 / 100, wine 1.5-1.7 / 9.4-10.1; all certified (before the search's unchanged rows kept
+their measured curves: iris 10.6-11.1 / 19.3-19.6, wine 1.8-2.2 / 11.2-11.4). Iris was 1.5-2.4 / 9.2-9.4 before every
 pair of its field was searched (``cheap_reach``: 2 and 20 of its distances were certified up to 6% and 22% too
 long); wine was 1.9-2.3 / 13.5-13.9 before the legs to the centers were computed once per point (before the route search ran over the
 workers, per-class fields evaluated each distinct metric once and curve lengths were compiled above 5

@@ -9,6 +9,7 @@ import warnings
 
 import numpy as np
 import pytest
+from scipy.sparse.csgraph import dijkstra
 from sklearn.datasets import load_wine
 from sklearn.decomposition import PCA
 from sklearn.exceptions import ConvergenceWarning
@@ -19,7 +20,7 @@ from riemlocal.distances import distance
 from riemlocal.learners import LDAMetric
 from riemlocal.numerics import EnergyLogSolver, polyline_length
 from riemlocal.numerics._solvers import CURVE_SUBDIVISIONS, JUMP_FACTOR, RANK_RESOLUTION, REACH_FRACTION, _object_array, _route_lengths
-from riemlocal.numerics._routes import CHECK_BLEND, DETOURS, REACH_CONTRAST, GRAPH_NEIGHBOURS, WAYPOINTS, FieldLattice, blend_sharpness, center_graph, center_legs, cheap_reach, detour_routes, lattice_alternatives, resample, sharp_blend
+from riemlocal.numerics._routes import CHECK_BLEND, DETOURS, REACH_CONTRAST, GRAPH_NEIGHBOURS, WAYPOINTS, FieldLattice, blend_sharpness, center_graph, center_legs, cheap_reach, detour_routes, graph_routes, lattice_alternatives, resample, sharp_blend
 from riemlocal.placement import LocalMetrics
 from test_compiled import random_spd
 
@@ -313,6 +314,21 @@ def test_resampling_by_the_field_s_arc_length_spaces_the_nodes_evenly_in_it():
     np.testing.assert_allclose(resample(line, 17, ConstantField(4 * np.eye(2))), resample(line, 17), atol=1e-12)
 
 
+def test_resampling_a_batch_equals_resampling_each_polyline_as_np_interp_does():
+    """A batch of polylines (with repeated nodes, a point, a reversal) resampled at once: each as by np.interp per coordinate."""
+    rng = np.random.default_rng(3)
+    polylines = rng.normal(size=(6, 5, 3))
+    polylines[1, 2] = polylines[1, 1]  # a segment of length zero
+    polylines[2] = polylines[2, 0]  # every node the same point
+    polylines[3, 3:] = polylines[3, 1::-1]  # back along itself
+    batch = resample(polylines, 9)
+    for polyline, nodes in zip(polylines, batch):
+        arc = np.r_[0.0, np.cumsum(np.linalg.norm(np.diff(polyline, axis=0), axis=1))]
+        targets = np.linspace(0.0, arc[-1], 9)
+        np.testing.assert_allclose(nodes, np.stack([np.interp(targets, arc, c) for c in polyline.T], axis=1), rtol=0, atol=1e-14)
+    np.testing.assert_array_equal(batch[:, [0, -1]], polylines[:, [0, -1]])
+
+
 # jump minimizers on fields of benchmarks/bench_hard_geometry.py's construction at condition 1000 (seeds 1 and 2;
 # the benchmark runs seed 0), with the length of the independent reference curve (a lattice route refined at 512
 # nodes): from the straight start, every level keeps a segment across a transition and the pair is uncertified (7.2487
@@ -350,21 +366,34 @@ def test_a_field_is_sharp_when_its_metric_changes_much_and_abruptly(scale, rho, 
     assert sharp_blend(SmoothLocalField(centers, metrics, rho=rho)) is sharp
 
 
-def test_detour_routes_take_the_centers_with_the_shortest_legs_and_a_graph_route_no_longer_than_any():
+def test_detour_routes_take_the_centers_with_the_shortest_legs_and_graph_routes_are_shortest_paths():
     """With 40 centers: detours through the DETOURS centers whose two legs are shortest, the graph over each
-    center's GRAPH_NEIGHBOURS nearest, and its route no longer than the straight segment or any detour."""
+    center's GRAPH_NEIGHBOURS nearest, and its routes, one Dijkstra search per distinct start, as long as the
+    shortest path of each pair's own graph (the ends joined to every center and to each other)."""
     rng = np.random.default_rng(11)
     field = SmoothLocalField(rng.uniform(-2, 2, (40, 3)), random_spd(rng, 40, 3), rho=2.0)
     graph = center_graph(field)
-    centers, first, second, _ = graph
+    centers, first, second, weights = graph
     assert np.all(np.bincount(np.r_[first, second], minlength=40) >= GRAPH_NEIGHBOURS) and len(first) < 40 * 39 / 2
     start, end = np.array([-2.0, -2.0, 0.0]), np.array([2.0, 2.0, 0.5])
-    routes = detour_routes(field, start, end, graph, center_legs(field, np.stack([start, end]), graph))
-    assert len(routes) == DETOURS + WAYPOINTS + 1
+    routes = detour_routes(start, end, graph, center_legs(field, np.stack([start, end]), graph))
+    assert routes.shape == (DETOURS + WAYPOINTS, 3, 3)
     legs = polyline_length(field, np.stack([np.stack([start, c, end]) for c in centers]), 2)
-    np.testing.assert_array_equal(np.sort([route[1] for route in routes[:DETOURS]], axis=0), np.sort(centers[np.argsort(legs)[:DETOURS]], axis=0))
-    graph_route = polyline_length(field, routes[-1], 2)
-    assert graph_route <= legs.min() * (1 + 1e-12) and graph_route <= polyline_length(field, np.stack([start, end]), 2) * (1 + 1e-12)
+    np.testing.assert_array_equal(np.sort(routes[:DETOURS, 1], axis=0), np.sort(centers[np.argsort(legs)[:DETOURS]], axis=0))
+    starts = np.concatenate([np.tile(start, (3, 1)), rng.uniform(-3, 3, (3, 3))])  # three pairs share a start
+    ends = np.concatenate([end[None], rng.uniform(-3, 3, (4, 3)), start[None]])
+    pair_legs = np.stack([center_legs(field, starts, graph), center_legs(field, ends, graph)])
+    found = graph_routes(field, starts, ends, graph, pair_legs)
+    for k, route in enumerate(found):
+        nodes = np.concatenate([starts[k, None], ends[k, None], centers])
+        edges = np.zeros((42, 42))
+        edges[0, 2:], edges[1, 2:] = pair_legs[:, k]
+        edges[0, 1] = polyline_length(field, np.stack([starts[k], ends[k]]), 2)
+        edges[first + 2, second + 2] = weights
+        shortest = dijkstra(edges, directed=False, indices=0)[1]
+        np.testing.assert_array_equal(route[[0, -1]], nodes[:2])
+        assert polyline_length(field, np.stack([route[:-1], route[1:]], axis=1), 2).sum() == pytest.approx(shortest, rel=1e-12)
+    assert polyline_length(field, np.stack([found[0][:-1], found[0][1:]], axis=1), 2).sum() <= legs.min() * (1 + 1e-12)
 
 
 def test_a_distance_matrix_has_no_distance_above_a_path_through_its_other_points():

@@ -19,9 +19,10 @@ from scipy.sparse import coo_array
 from scipy.sparse.csgraph import dijkstra
 from scipy.spatial import KDTree
 
+from ..utils.arrays import unique_rows
 from ._energy import polyline_length
 
-__all__ = ["FieldLattice", "FIELD_LATTICE_MARGIN", "LATTICE_NODES", "CHECK_LATTICE_NODES", "SHARP_BLEND", "CHECK_BLEND", "REACH_CONTRAST", "REACH_FRACTION", "WAYPOINTS", "DETOURS", "GRAPH_NEIGHBOURS", "RESAMPLE_PIECES", "blend_sharpness", "center_graph", "center_legs", "cheap_reach", "detour_routes", "lattice_alternatives", "lattice_routes", "resample", "sharp_blend", "shortest_path"]
+__all__ = ["FieldLattice", "FIELD_LATTICE_MARGIN", "LATTICE_NODES", "CHECK_LATTICE_NODES", "SHARP_BLEND", "CHECK_BLEND", "REACH_CONTRAST", "REACH_FRACTION", "WAYPOINTS", "DETOURS", "GRAPH_NEIGHBOURS", "RESAMPLE_PIECES", "blend_sharpness", "center_graph", "center_legs", "cheap_reach", "detour_routes", "graph_routes", "lattice_alternatives", "lattice_routes", "resample", "sharp_blend", "shortest_path"]
 
 #: nodes per side of the lattice of :func:`lattice_routes`, and its neighbours: the 16 directions of steps
 #: (1, 0), (1, 1), (1, 2) and their symmetries (angles within 13 degrees of any direction)
@@ -294,27 +295,48 @@ def center_legs(field, points, graph):
     return polyline_length(field, segments, 2).reshape(len(points), len(centers)) if len(segments) else np.zeros((len(points), 0))
 
 
-def detour_routes(field, start, end, graph, legs, n_detours=DETOURS):
-    """Routes from ``start`` to ``end`` (``(dim,)`` each): detours through centers and through waypoints.
+def detour_routes(start, end, graph, legs, n_detours=DETOURS):
+    """Detours from ``start`` to ``end`` (``(dim,)`` each), ``(n_detours + WAYPOINTS, 3, dim)``: through centers and waypoints.
 
     The detours through the ``n_detours`` centers of ``graph`` (:func:`center_graph`) whose two legs
     (``legs``, ``(2, R)``: :func:`center_legs` of the two ends) are shortest, and through ``WAYPOINTS`` points drawn
     uniformly (a fixed seed) in the box of the endpoints and the centers, widened by half its diagonal where there
-    are no centers, then the shortest polyline of the graph joined to the endpoints (each joined to every center and
-    to the other).
+    are no centers.
     """
-    centers, first, second, weights = graph
+    centers = graph[0]
     corners = np.concatenate([start[None], end[None], centers])
     low, high = corners.min(axis=0), corners.max(axis=0)
     if not len(centers):
         low, high = low - 0.5 * np.linalg.norm(high - low), high + 0.5 * np.linalg.norm(high - low)
     waypoints = np.random.default_rng(0).uniform(low, high, (WAYPOINTS, len(start)))
+    closest = np.argsort(legs[0] + legs[1])[:n_detours]
+    middles = np.concatenate([centers[closest], waypoints])
+    return np.stack([np.broadcast_to(start, middles.shape), middles, np.broadcast_to(end, middles.shape)], axis=1)
+
+
+def graph_routes(field, starts, ends, graph, legs):
+    """The shortest polyline from each of ``starts`` to its ``ends`` (``(n, dim)`` each) on ``graph`` (:func:`center_graph`)
+    joined to the two ends (each end to every center, by the straight legs ``legs``, ``(2, n, R)``:
+    :func:`center_legs`, and the ends to each other). One Dijkstra search per distinct start: the shortest route to
+    an end leaves the centers by one leg, so it is the shortest over centers :math:`c` of :math:`d(s, c)` plus the leg
+    from :math:`c`, or the straight segment.
+    """
+    centers, first, second, weights = graph
     n = len(centers)
-    leg_first, leg_second = np.r_[np.repeat([0, 1], n), 0], np.r_[np.tile(np.arange(n) + 2, 2), 1]  # the endpoints to every center, and to each other
-    legs = np.r_[legs[0], legs[1], polyline_length(field, np.stack([start, end])[None], 2)]
-    closest = np.argsort(legs[:n] + legs[n : 2 * n])[:n_detours]
-    detours = [np.stack([start, waypoint, end]) for waypoint in np.concatenate([centers[closest], waypoints])]
-    return detours + [_shortest(corners, np.r_[leg_first, first + 2], np.r_[leg_second, second + 2], np.r_[legs, weights])]
+    direct = polyline_length(field, np.stack([starts, ends], axis=1), 2)
+    distinct, start_of = unique_rows(starts)
+    routes = [None] * len(starts)
+    for k, start in enumerate(distinct):
+        mine = np.flatnonzero(start_of == k)
+        edges = coo_array((np.r_[legs[0, mine[0]], weights], (np.r_[np.zeros(n, dtype=int), first + 1], np.r_[np.arange(n) + 1, second + 1])), shape=(n + 1, n + 1))
+        reach, predecessors = dijkstra(edges.tocsr(), directed=False, indices=0, return_predecessors=True)
+        through = reach[None, 1:] + legs[1, mine]  # (pairs, R): to each center, then the leg to the end
+        last = np.argmin(through, axis=1) if n else np.zeros(len(mine), dtype=int)
+        for i, row in enumerate(mine):
+            shorter = n and through[i, last[i]] < direct[row]  # else the straight segment
+            inner = centers[np.array(shortest_path(predecessors, last[i] + 1)[1:], dtype=int) - 1] if shorter else centers[:0]
+            routes[row] = np.concatenate([start[None], inner, ends[row, None]])
+    return routes
 
 
 def _shortest(nodes, first, second, weights):
@@ -333,15 +355,22 @@ def shortest_path(predecessors, target):
 
 
 def resample(polyline, n_nodes, field=None):
-    """``n_nodes`` points spaced evenly by arc length along ``polyline`` ``(k, dim)``, endpoints included: Euclidean, or
-    the ``field``'s (each segment split into ``RESAMPLE_PIECES`` pieces measured by
-    :func:`~riemlocal.numerics.polyline_length`), which puts the nodes where the curve is expensive."""
+    """``n_nodes`` points spaced evenly by arc length along ``polyline`` ``(..., k, dim)`` (a batch of polylines of ``k``
+    nodes), endpoints included: Euclidean, or the ``field``'s (each segment split into ``RESAMPLE_PIECES`` pieces
+    measured by :func:`~riemlocal.numerics.polyline_length`), which puts the nodes where the curve is expensive."""
     if field is not None:
         fractions = np.arange(RESAMPLE_PIECES)[:, None] / RESAMPLE_PIECES
-        polyline = np.concatenate([(polyline[:-1, None] + fractions * np.diff(polyline, axis=0)[:, None]).reshape(-1, polyline.shape[1]), polyline[-1:]])
-        pieces = polyline_length(field, np.stack([polyline[:-1], polyline[1:]], axis=1))
+        steps = np.diff(polyline, axis=-2)[..., None, :]
+        pieces_of = (polyline[..., :-1, None, :] + fractions * steps).reshape(polyline.shape[:-2] + (-1, polyline.shape[-1]))
+        polyline = np.concatenate([pieces_of, polyline[..., -1:, :]], axis=-2)
+        pieces = polyline_length(field, np.stack([polyline[..., :-1, :], polyline[..., 1:, :]], axis=-2))
     else:
-        pieces = np.linalg.norm(np.diff(polyline, axis=0), axis=1)
-    arc = np.r_[0.0, np.cumsum(pieces)]
-    targets = np.linspace(0.0, arc[-1], n_nodes)
-    return np.stack([np.interp(targets, arc, coordinate) for coordinate in polyline.T], axis=1)
+        pieces = np.linalg.norm(np.diff(polyline, axis=-2), axis=-1)
+    arc = np.concatenate([np.zeros(pieces.shape[:-1] + (1,)), np.cumsum(pieces, axis=-1)], axis=-1)
+    targets = np.linspace(0.0, arc[..., -1], n_nodes, axis=-1)
+    segment = np.minimum(np.sum(arc[..., None, 1:] <= targets[..., :, None], axis=-1), arc.shape[-1] - 2)  # np.interp's interval
+    low, high = (np.take_along_axis(arc, segment + k, axis=-1) for k in (0, 1))
+    first, second = (np.take_along_axis(polyline, (segment + k)[..., None], axis=-2) for k in (0, 1))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        nodes = (second - first) / (high - low)[..., None] * (targets - low)[..., None] + first
+    return np.where((targets >= arc[..., -1:])[..., None], polyline[..., -1:, :], nodes)

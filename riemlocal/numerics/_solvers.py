@@ -16,6 +16,7 @@ NIPS 2012, sec. 3.1 (with the corrected geodesic equation: docs/concepts.rst, "G
 """
 
 import copy
+import functools
 import math
 import warnings
 from dataclasses import dataclass
@@ -34,7 +35,7 @@ from ._capability import compiled_data
 from ._compiled_log import FAILED, NEEDS_LEVEL, compiled_log_pairs, laplacian_levels
 from ._energy import curve_energy, initial_velocity, polyline_length, refine
 from ._minimize import METHODS, UNRESOLVED, extrapolate_levels, resolve_method
-from ._routes import CHECK_BLEND, CHECK_LATTICE_NODES, DETOURS, REACH_FRACTION, SHARP_BLEND, FieldLattice, blend_sharpness, center_graph, center_legs, cheap_reach, detour_routes, lattice_alternatives, lattice_routes, resample, shortest_path
+from ._routes import CHECK_BLEND, CHECK_LATTICE_NODES, DETOURS, REACH_FRACTION, SHARP_BLEND, FieldLattice, blend_sharpness, center_graph, center_legs, cheap_reach, detour_routes, graph_routes, lattice_alternatives, lattice_routes, resample, shortest_path
 from ._riders import EQUATIONS, rider_rhs, rider_width
 from ._runge_kutta import compiled_dormand_prince, dormand_prince
 from ._tolerances import EXP_ATOL_FACTOR, INTEGRATION_RTOL, RTOL, integration_tolerances
@@ -638,8 +639,8 @@ class EnergyLogSolver:
             [(tuple(output[task] for output in outputs), point[task], base_point[task], log_rtol, certified[task], far[task]) for task in tasks],
             self.n_jobs,
         )
-        for task, answer in zip(tasks, answers):
-            _replace_rows(outputs, task, answer, np.ones(len(task), dtype=bool))
+        for task, answer in zip(tasks, answers):  # the rows a task changed (its other curves come back as copies, unmeasured)
+            _replace_rows(outputs, task, answer, np.array([not np.array_equal(outputs[6][row], curve) for row, curve in zip(task, answer[6])]))
 
     def _search_rows(self, outputs, point, base_point, log_rtol, certified, far):
         """The search of :meth:`_search_routes` for every pair of ``outputs`` (of :meth:`_solve_chunk`), updated and returned."""
@@ -651,14 +652,14 @@ class EnergyLogSolver:
         ends, end_of = unique_rows(np.concatenate([base_point, point]))  # a point of a distance matrix ends many pairs
         legs = center_legs(self.field, ends, graph)[end_of.reshape(2, -1)]
         sharp = self.field.dim > 2 and self._sharpness() > SHARP_BLEND
+        routes = graph_routes(self.field, base_point, point, graph, legs)
         for row in rows:
             n_detours = 0 if far[row] else min(DETOURS, len(graph[0]))
-            routes = [outputs[6][row]] + detour_routes(self.field, base_point[row], point[row], graph, legs[:, row], n_detours)
+            detours = resample(detour_routes(base_point[row], point[row], graph, legs[:, row], n_detours), n_nodes)
             n_gentle = n_detours if sharp else 0  # the detours once more, for L-BFGS
-            gentle += [False] * len(routes) + [True] * n_gentle
-            routes += routes[1 : 1 + n_gentle]
-            starts += [resample(route, n_nodes) for route in routes]
-            owners += [row] * len(routes)
+            gentle += [False] * (len(detours) + 2) + [True] * n_gentle
+            starts += [resample(outputs[6][row], n_nodes), *detours, resample(routes[row], n_nodes), *detours[:n_gentle]]
+            owners += [row] * (len(detours) + 2 + n_gentle)
             if self.field.dim == 2:
                 lattice = lattice_alternatives(self.field, base_point[row], point[row])
                 lattice_starts += [resample(route, LATTICE_START_FACTOR * self.n_segments + 1, self.field) for route in lattice]
@@ -850,11 +851,10 @@ class EnergyLogSolver:
         (``_measured``, by identity): :meth:`_assess` runs several times on the same curves."""
         new = [curve for curve in curves if (id(curve), subdivisions) not in self._measured]
         if new:
-            stacked = np.stack(new)
-            segments = polyline_length(self.field, np.stack([stacked[:, :-1], stacked[:, 1:]], axis=2), subdivisions)
+            measure = functools.partial(_segment_lengths, self.field, subdivisions)
+            segments, finer = _map_chunks(measure, (np.stack(new),), len(new), self.n_jobs, False, "curve lengths")
             lengths = segments.sum(axis=1)
             if subdivisions > 1:  # an uncertified curve's length bounds the distance where a finer quadrature agrees
-                finer = polyline_length(self.field, stacked, 2 * subdivisions)
                 lengths = np.where(np.abs(finer - lengths) <= CURVE_GAP * finer, lengths, np.inf)
             no_jump = segments.max(axis=1) <= JUMP_FACTOR * segments.mean(axis=1)
             for curve, value, flag in zip(new, lengths, no_jump):
@@ -995,6 +995,14 @@ class EnergyLogSolver:
                     ConvergenceWarning,
                     stacklevel=3,
                 )
+
+
+def _segment_lengths(field, subdivisions, curves):
+    """The lengths of the segments of ``curves`` ``(n, N + 1, dim)`` (:func:`~riemlocal.numerics.polyline_length`,
+    ``subdivisions`` pieces each) and, above one piece, the curves' lengths by twice as many (else NaN)."""
+    segments = polyline_length(field, np.stack([curves[:, :-1], curves[:, 1:]], axis=2), subdivisions)
+    finer = polyline_length(field, curves, 2 * subdivisions) if subdivisions > 1 else np.full(len(curves), np.nan)
+    return segments, finer
 
 
 def _route_lengths(field, curves):
