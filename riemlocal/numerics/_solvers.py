@@ -848,11 +848,13 @@ class EnergyLogSolver:
         """The lengths of curves of one shape (:func:`~riemlocal.numerics.polyline_length`, ``subdivisions`` pieces per
         segment; above one, infinite where twice as many pieces differ by more than ``CURVE_GAP``: no reliable length)
         and whether no segment is ``JUMP_FACTOR`` times their mean. Each curve is measured once per :meth:`solve`
-        (``_measured``, by identity): :meth:`_assess` runs several times on the same curves."""
+        (``_measured``, by identity): :meth:`_assess` runs several times on the same curves. More than ``chunk_size``
+        new curves are measured over the solver's workers."""
         new = [curve for curve in curves if (id(curve), subdivisions) not in self._measured]
         if new:
             measure = functools.partial(_segment_lengths, self.field, subdivisions)
-            segments, finer = _map_chunks(measure, (np.stack(new),), len(new), self.n_jobs, False, "curve lengths")
+            n_jobs = self.n_jobs if len(new) > self.chunk_size else 1  # over the workers only where that pays
+            segments, finer = _map_chunks(measure, (np.stack(new),), len(new), n_jobs, False, "curve lengths")
             lengths = segments.sum(axis=1)
             if subdivisions > 1:  # an uncertified curve's length bounds the distance where a finer quadrature agrees
                 lengths = np.where(np.abs(finer - lengths) <= CURVE_GAP * finer, lengths, np.inf)
