@@ -142,9 +142,10 @@ class LatticeRoutes:
         grid = np.arange(0, self.n_side, waypoint_stride)
         waypoints = np.concatenate([[ends[1]], (grid[:, None] * self.n_side + grid[None]).ravel()])
         through = distances[0, waypoints] + distances[1, waypoints]
+        order = np.argsort(through, kind="stable")
         taken, routes = [], []
-        for w in waypoints[np.argsort(through, kind="stable")]:
-            if len(routes) == n_routes or not distances[0, w] + distances[1, w] <= (1.0 + slack) * distances[0, ends[1]]:
+        for w, length in zip(waypoints[order], through[order]):
+            if len(routes) == n_routes or not length <= (1.0 + slack) * through[0]:
                 break
             if any(np.linalg.norm(self.nodes[w] - self.nodes[t]) <= separation for t in taken):
                 continue

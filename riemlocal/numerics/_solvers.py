@@ -553,9 +553,9 @@ class EnergyLogSolver:
             if not len(rows) or 4 * factor * self.n_segments > self.max_segments:
                 return
             n_nodes = factor * self.n_segments + 1
-            own = [resample(outputs[6][row], n_nodes, self.field) for row in rows]
-            straight = [resample(np.stack([base_point[row], point[row]]), n_nodes, self.field) for row in rows]
-            again = self._solve_from(np.stack(own + straight), np.tile(point[rows], (2, 1)), np.tile(base_point[rows], (2, 1)), log_rtol)
+            own = np.stack([resample(outputs[6][row], n_nodes, self.field) for row in rows])  # curves of different lengths
+            straight = resample(np.stack([base_point[rows], point[rows]], axis=1), n_nodes, self.field)  # one batch
+            again = self._solve_from(np.concatenate([own, straight]), np.tile(point[rows], (2, 1)), np.tile(base_point[rows], (2, 1)), log_rtol)
             for half in (slice(None, len(rows)), slice(len(rows), None)):
                 self._keep_better(outputs, rows, tuple(output[half] for output in again), log_rtol)
             rows = rows[~self._assess(outputs, log_rtol, rows)[0]]
