@@ -1,9 +1,10 @@
-"""Log / Exp batches and the statistics run on a dask.distributed cluster through joblib."""
+"""Log / Exp batches, geodesic distance matrices and the statistics run on a dask.distributed cluster through joblib."""
 
 import numpy as np
 import pytest
 from numpy.testing import assert_allclose
 
+from riemlocal.distances import pairwise_distances
 from riemlocal.fields import SmoothLocalField
 from riemlocal.learning import FrechetMean, PrincipalGeodesicAnalysis
 from riemlocal.learning._tangent import log
@@ -44,3 +45,18 @@ def test_statistics_on_dask_equal_sequential(client):
     assert_allclose(pga.mean_, sequential_pga.mean_, atol=1e-12)  # joint solver: no Log batches
     assert_allclose(pga.transform(X), sequential_pga.transform(X), atol=1e-4)
     assert_allclose(mean, sequential_mean, atol=1e-5)
+
+
+def test_geodesic_distance_matrix_on_dask_equals_sequential(client):
+    """``pairwise_distances(rule="geodesic")`` sends its pairs to the cluster's workers; each pair is solved by
+    itself (compiled, one after the other), so the matrix is the sequential one to rounding."""
+    field = SmoothLocalField([[-1.0, 0.0], [1.0, 0.5], [0.0, 1.5]], [[[4.0, 0.5], [0.5, 1.0]], [[1.0, -0.3], [-0.3, 3.0]], np.eye(2)])
+    space = LearnedMetricManifold(field)
+    X = np.random.default_rng(1).normal(size=(14, 2))
+    sequential = pairwise_distances(space, X, rule="geodesic")
+    with distributed.get_task_stream(client) as stream, joblib.parallel_config(backend="dask"):
+        distances = pairwise_distances(space, X, rule="geodesic", n_jobs=2)
+    assert len({task["worker"] for task in stream.data}) == 2
+    assert_allclose(distances, sequential, rtol=1e-12, atol=0)
+    assert_allclose(distances, distances.T, rtol=1e-12)
+    assert np.all(np.diag(distances) == 0) and np.all(distances[~np.eye(len(X), dtype=bool)] > 0)

@@ -30,6 +30,7 @@ from geomstats.learning.wrapped_gaussian_process import WrappedGaussianProcess
 from numpy.testing import assert_allclose, assert_array_equal
 
 from riemlocal import LearnedMetricManifold, SmoothLocalField
+from riemlocal.distances import pairwise_distances
 
 # Two anisotropic metrics 3 apart: vertical steps cost 3x near the origin, horizontal ones 3x near (3, 0).
 FIELD = SmoothLocalField([[0.0, 0.0], [3.0, 0.0]], [np.diag([1.0, 9.0]), np.diag([9.0, 1.0])], rho=1.0)
@@ -107,12 +108,20 @@ def test_kmeans_and_mdm_centers_are_cluster_frechet_means(space, data):
         assert _is_frechet_mean(space, X[y == label], center, atol=1e-2)
 
 
+class _KMedoidsFromTwoPoints(RiemannianKMedoids):
+    """geomstats draws the initial medoids with replacement from numpy's global generator, where a draw of the
+    same point twice leaves a cluster empty. The start is fixed instead: points 0 and 5, one of each cluster
+    (with ``gs.random.seed(3)`` before ``fit``, one suite run ended with a single cluster; not reproduced)."""
+
+    def _initialize_medoids(self, distances):
+        return np.array([0, 5])
+
+
 def test_kmedoids_medoids_minimize_learned_distances(space, data):
     X, _ = data
-    # geomstats draws the initial medoids with replacement from numpy's global generator; an unlucky
-    # draw (the same point twice) leaves a cluster empty, so the draw is fixed: points 0 and 5
-    gs.random.seed(3)
-    kmedoids = RiemannianKMedoids(space, 2).fit(X)
+    distances = space.metric.dist_pairwise(X)  # what geomstats clusters: our distances, one pair per call
+    assert_allclose(distances, pairwise_distances(space, X, rule="geodesic"), rtol=1e-5, atol=1e-12)
+    kmedoids = _KMedoidsFromTwoPoints(space, 2).fit(X)
     _report("RiemannianKMedoids", kmedoids.cluster_centers_)
     assert_array_equal(np.unique(kmedoids.labels_), [0, 1])
     for label, medoid in enumerate(kmedoids.cluster_centers_):

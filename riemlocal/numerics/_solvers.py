@@ -465,25 +465,29 @@ class EnergyLogSolver:
         def solve_chunk(point, base_point):
             return self._solve_chunk(point, base_point, log_rtol)
 
+        y_pairs, x_pairs = y[first], x[first]  # the distinct pairs
         outputs = _map_chunks(
-            solve_chunk, (y[first], x[first]), self.chunk_size, self.n_jobs, self.verbose, "geodesic boundary-value problems"
+            solve_chunk, (y_pairs, x_pairs), self.chunk_size, self.n_jobs, self.verbose, "geodesic boundary-value problems"
         )
         certified, searched = self._assess(outputs, log_rtol)[0], self._searched_field()
         checked = self.field.dim == 2 and self._sharpness() > CHECK_BLEND
-        repair = searched or checked or not certified.all() or self._many_levels(outputs[4], HARD_LEVELS_FACTOR).any()  # else nothing to repair
+        most = outputs[4].max(initial=0)  # segments
+        repair = searched or checked or not certified.all() or most > self._level_limit(HARD_LEVELS_FACTOR)  # else nothing to repair
         if repair:
-            self._retry_finer(outputs, y[first], x[first], log_rtol, certified)
+            self._retry_finer(outputs, y_pairs, x_pairs, log_rtol, certified)
             if checked:
-                self._check_routes(outputs, y[first], x[first], log_rtol)
+                self._check_routes(outputs, y_pairs, x_pairs, log_rtol)
             certified = self._assess(outputs, log_rtol)[0]
             hard = ~certified | self._many_levels(outputs[4], HARD_LEVELS_FACTOR)
             hard |= self._sharpness() > SHARP_BLEND and self.field.dim > 2
             far = ~hard & (searched and self.field.dim > 2)  # searched for the field's cheap reach alone
             hard = (hard | far) & (outputs[4] > 1)  # not the pairs closer than round-off resolves
-            self._search_routes(outputs, y[first], x[first], log_rtol, hard, certified, far)
-            self._restart_resampled(outputs, y[first], x[first], log_rtol)
-        screened = self._screen_routes(outputs, y[first], x[first], log_rtol) if self.field.dim == 2 and not checked else False
-        if self._check_triangles(outputs, y[first], x[first], log_rtol) or repair or screened:
+            self._search_routes(outputs, y_pairs, x_pairs, log_rtol, hard, certified, far)
+            self._restart_resampled(outputs, y_pairs, x_pairs, log_rtol)
+            most = outputs[4].max(initial=0)
+        screen = self.field.dim == 2 and not checked and most > self._level_limit(SCREEN_LEVELS_FACTOR)  # else nothing to screen
+        screened = self._screen_routes(outputs, y_pairs, x_pairs, log_rtol) if screen else False
+        if self._check_triangles(outputs, y_pairs, x_pairs, log_rtol) or repair or screened:
             certified = self._assess(outputs, log_rtol)[0]
         uncertain = None if certified.all() else ~self._assess(outputs, np.inf)[0][inverse]  # the distance, whatever the Log
         velocity, length, error, log_error, n_segments, optimized, curves, n_iter = (part[inverse] for part in outputs)
@@ -698,13 +702,21 @@ class EnergyLogSolver:
         ``(RTOL / rtol) ** (1 / 4)`` for a tighter ``rtol`` (the extrapolated length's error falls about like the fourth
         power of the segments' length: on the half-plane, the ball and the sphere, 32 segments first, ``rtol`` from
         1e-6 to 1e-10 took 128 to 256--512). A tight tolerance alone makes no pair hard."""
-        return n_segments > factor * self.n_segments * max(1.0, (RTOL / self.rtol) ** 0.25)
+        return n_segments > self._level_limit(factor)
+
+    def _level_limit(self, factor):
+        """The segments above which :meth:`_many_levels` holds."""
+        return factor * self.n_segments * max(1.0, (RTOL / self.rtol) ** 0.25)
+
+    def _field_cache(self):
+        """The values computed once per field of the solver, by key (:meth:`_of_field`, :meth:`_searched_field`)."""
+        if self._per_field is None or self._per_field[0] is not self.field:
+            self._per_field = (self.field, {})
+        return self._per_field[1]
 
     def _of_field(self, compute):
         """``compute(field)`` (a function of the field alone), computed once per field of the solver."""
-        if self._per_field is None or self._per_field[0] is not self.field:
-            self._per_field = (self.field, {})
-        cache = self._per_field[1]
+        cache = self._field_cache()
         if compute not in cache:
             cache[compute] = compute(self.field)
         return cache[compute]
@@ -716,8 +728,11 @@ class EnergyLogSolver:
     def _searched_field(self):
         """Whether every pair of the field is searched (above two dimensions) and checked: a sharp field
         (:func:`~riemlocal.numerics._routes.sharp_blend`) or one with a metric much cheaper than another along most
-        directions (:func:`~riemlocal.numerics._routes.cheap_reach`)."""
-        return self._sharpness() > SHARP_BLEND or self._of_field(cheap_reach) > REACH_FRACTION
+        directions (:func:`~riemlocal.numerics._routes.cheap_reach`); decided once per field."""
+        cache = self._field_cache()
+        if "searched" not in cache:
+            cache["searched"] = bool(self._sharpness() > SHARP_BLEND or self._of_field(cheap_reach) > REACH_FRACTION)
+        return cache["searched"]
 
     def _check_routes(self, outputs, point, base_point, log_rtol):
         """The cheap global check of a sharp two-dimensional field's pairs; a pair it disproves is solved again.
@@ -828,12 +843,14 @@ class EnergyLogSolver:
         The bound is a certified distance, else the length of the curve where two quadratures agree (else infinite:
         a curve across a singularity of the field, e.g. out of the Poincaré ball, has no reliable length).
         """
-        _, length, error, log_error, n_segments, optimized, curves, _ = (part[rows] for part in outputs)
+        parts = outputs if isinstance(rows, slice) and rows == slice(None) else tuple(part[rows] for part in outputs)
+        _, length, error, log_error, n_segments, optimized, curves, _ = parts
         certified = _certified(optimized, length, error, log_error, self.rtol, log_rtol)
+        searched = self._searched_field()
+        if not searched and certified.all() and not n_segments.max(initial=0) > self._level_limit(HARD_LEVELS_FACTOR):
+            return certified, length  # the common case, at no cost
         hard = ~certified | self._many_levels(n_segments, HARD_LEVELS_FACTOR)
-        if not (hard.any() or self._searched_field()):  # the common case, at no cost
-            return certified, length
-        checked = np.flatnonzero(hard | self._searched_field())
+        checked = np.flatnonzero(hard | searched)
         curve_length, faithful = length.copy(), np.ones(len(length), dtype=bool)
         shapes = np.stack([[len(curves[i]) - 1 for i in checked], np.where(certified[checked], 1, CURVE_SUBDIVISIONS)], axis=1)
         for nodes, subdivisions in unique_rows(shapes)[0]:
