@@ -470,9 +470,9 @@ class EnergyLogSolver:
             solve_chunk, (y_pairs, x_pairs), self.chunk_size, self.n_jobs, self.verbose, "geodesic boundary-value problems"
         )
         certified, searched = self._assess(outputs, log_rtol)[0], self._searched_field()
+        all_certified, most = bool(certified.all()), outputs[4].max(initial=0)  # most segments
         checked = self.field.dim == 2 and self._sharpness() > CHECK_BLEND
-        most = outputs[4].max(initial=0)  # segments
-        repair = searched or checked or not certified.all() or most > self._level_limit(HARD_LEVELS_FACTOR)  # else nothing to repair
+        repair = searched or checked or not all_certified or most > self._level_limit(HARD_LEVELS_FACTOR)  # else nothing to repair
         if repair:
             self._retry_finer(outputs, y_pairs, x_pairs, log_rtol, certified)
             if checked:
@@ -489,7 +489,8 @@ class EnergyLogSolver:
         screened = self._screen_routes(outputs, y_pairs, x_pairs, log_rtol) if screen else False
         if self._check_triangles(outputs, y_pairs, x_pairs, log_rtol) or repair or screened:
             certified = self._assess(outputs, log_rtol)[0]
-        uncertain = None if certified.all() else ~self._assess(outputs, np.inf)[0][inverse]  # the distance, whatever the Log
+            all_certified = bool(certified.all())
+        uncertain = None if all_certified else ~self._assess(outputs, np.inf)[0][inverse]  # the distance, whatever the Log
         velocity, length, error, log_error, n_segments, optimized, curves, n_iter = (part[inverse] for part in outputs)
         if flipped.any():
             velocity[flipped], log_error[flipped] = np.nan, np.nan  # solved from the other end: no Log at this one
@@ -511,7 +512,7 @@ class EnergyLogSolver:
             n_iter_all_levels=int(n_iter.max()),
         )
         self._measured = {}
-        if not converged.all():
+        if not (all_certified or converged.all()):
             self._warn(optimized, error, log_error, log_rtol, n_straight)
         return self.last_result_
 
