@@ -112,17 +112,19 @@ def _distinct_pairs(x, y, symmetric):
     """One representative of each distinct pair ``(x_p, y_p)``, unordered if ``symmetric``.
 
     Returns the representatives' indices, the representative of every pair
-    (``inverse``) and whether a pair is its representative reversed.
+    (``inverse``), whether a pair is its representative reversed, and the
+    distinct points with the indices of each representative's ``x`` and ``y``
+    among them (``None`` for a single pair).
     """
     if len(x) == 1:  # the common single Log: skip the sorting
-        return slice(None), slice(None), np.zeros(1, dtype=bool)
-    ids = unique_rows(np.concatenate([x, y]))[1]
+        return slice(None), slice(None), np.zeros(1, dtype=bool), None
+    points, ids = unique_rows(np.concatenate([x, y]))
     a, b = ids[: len(x)], ids[len(x) :]
     reverse = (a > b) if symmetric else np.zeros(len(x), dtype=bool)
     keys = np.where(reverse, b, a) * (ids.max() + 1) + np.where(reverse, a, b)
     _, first, inverse = np.unique(keys, return_index=True, return_inverse=True)
     inverse = inverse.ravel()
-    return first, inverse, reverse != reverse[first][inverse]
+    return first, inverse, reverse != reverse[first][inverse], (points, a[first], b[first])
 
 
 def _map_chunks(solve, arrays, chunk_size, n_jobs, verbose, description):
@@ -460,7 +462,7 @@ class EnergyLogSolver:
         self._measured = {}
         log_rtol = self.log_rtol if log_rtol is None else log_rtol
         y, x, shape = _broadcast_pairs(point, base_point, names, self.field.dim)
-        first, inverse, flipped = _distinct_pairs(x, y, symmetric=math.isinf(log_rtol))
+        first, inverse, flipped, ends = _distinct_pairs(x, y, symmetric=math.isinf(log_rtol))
 
         def solve_chunk(point, base_point):
             return self._solve_chunk(point, base_point, log_rtol)
@@ -487,7 +489,7 @@ class EnergyLogSolver:
             most = outputs[4].max(initial=0)
         screen = self.field.dim == 2 and not checked and most > self._level_limit(SCREEN_LEVELS_FACTOR)  # else nothing to screen
         screened = self._screen_routes(outputs, y_pairs, x_pairs, log_rtol) if screen else False
-        if self._check_triangles(outputs, y_pairs, x_pairs, log_rtol) or repair or screened:
+        if self._check_triangles(outputs, y_pairs, x_pairs, log_rtol, ends) or repair or screened:
             certified = self._assess(outputs, log_rtol)[0]
             all_certified = bool(certified.all())
         uncertain = None if all_certified else ~self._assess(outputs, np.inf)[0][inverse]  # the distance, whatever the Log
@@ -798,19 +800,20 @@ class EnergyLogSolver:
         if len(rows):
             self._keep_better(outputs, rows, self._solve_from(curves, point[rows], base_point[rows], log_rtol), log_rtol)
 
-    def _check_triangles(self, outputs, point, base_point, log_rtol):
+    def _check_triangles(self, outputs, point, base_point, log_rtol, ends):
         """Pairs of one call that share endpoints (a distance matrix): no distance above a path through the others.
 
         The distances (upper bounds, :meth:`_assess`) are the edges of a graph over the call's points; where the
         shortest path between a pair's ends (Dijkstra) is more than ``CURVE_GAP`` shorter than the pair's distance,
         that distance is wrong, whatever its certificate: the path's curves, joined, are a real curve that short.
         Such a pair is solved again from that curve (resampled to ``RETRY_FACTOR * n_segments`` segments; the answer
-        replaces the pair's where it is better, :func:`_better`). Returns whether any pair was solved again.
+        replaces the pair's where it is better, :func:`_better`). ``ends``: the call's distinct points and the
+        indices of each pair's ``base_point`` and ``point`` among them (:func:`_distinct_pairs`).
+        Returns whether any pair was solved again.
         """
         if len(point) < 3:  # no other path (and a single Log pays nothing)
             return False
-        nodes, ends = unique_rows(np.concatenate([base_point, point]))
-        start, end = ends[: len(point)], ends[len(point) :]
+        nodes, start, end = ends
         if len(nodes) == 2 * len(point):  # no two pairs share a point: no other path
             return False
         upper = self._assess(outputs, log_rtol)[1]
