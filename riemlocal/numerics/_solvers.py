@@ -711,15 +711,11 @@ class EnergyLogSolver:
         """The segments above which :meth:`_many_levels` holds."""
         return factor * self.n_segments * max(1.0, (RTOL / self.rtol) ** 0.25)
 
-    def _field_cache(self):
-        """The values computed once per field of the solver, by key (:meth:`_of_field`, :meth:`_searched_field`)."""
-        if self._per_field is None or self._per_field[0] is not self.field:
-            self._per_field = (self.field, {})
-        return self._per_field[1]
-
     def _of_field(self, compute):
         """``compute(field)`` (a function of the field alone), computed once per field of the solver."""
-        cache = self._field_cache()
+        if self._per_field is None or self._per_field[0] is not self.field:
+            self._per_field = (self.field, {})
+        cache = self._per_field[1]
         if compute not in cache:
             cache[compute] = compute(self.field)
         return cache[compute]
@@ -731,11 +727,8 @@ class EnergyLogSolver:
     def _searched_field(self):
         """Whether every pair of the field is searched (above two dimensions) and checked: a sharp field
         (:func:`~riemlocal.numerics._routes.sharp_blend`) or one with a metric much cheaper than another along most
-        directions (:func:`~riemlocal.numerics._routes.cheap_reach`); decided once per field."""
-        cache = self._field_cache()
-        if "searched" not in cache:
-            cache["searched"] = bool(self._sharpness() > SHARP_BLEND or self._of_field(cheap_reach) > REACH_FRACTION)
-        return cache["searched"]
+        directions (:func:`~riemlocal.numerics._routes.cheap_reach`)."""
+        return self._sharpness() > SHARP_BLEND or self._of_field(cheap_reach) > REACH_FRACTION
 
     def _check_routes(self, outputs, point, base_point, log_rtol):
         """The cheap global check of a sharp two-dimensional field's pairs; a pair it disproves is solved again.
