@@ -131,9 +131,9 @@ def _map_chunks(solve, arrays, chunk_size, n_jobs, verbose, description):
     """``solve(*chunk)`` on chunks of at most ``chunk_size`` rows of ``arrays`` (a tuple, rows aligned), at least one
     per worker (joblib); outputs concatenated."""
     n_rows, n_jobs = len(arrays[0]), check_n_jobs(n_jobs)
-    if not verbose and (n_rows == 1 or (n_rows <= chunk_size and effective_n_jobs(n_jobs) == 1)):
-        return list(solve(*arrays))  # one chunk, in this process (one row: no worker would share it)
-    n_workers = effective_n_jobs(n_jobs)
+    n_workers = 1 if n_rows == 1 else effective_n_jobs(n_jobs)  # no worker would share one row
+    if n_rows <= chunk_size and not verbose and n_workers == 1:  # one chunk, in this process
+        return list(solve(*arrays))
     size = max(1, min(chunk_size, -(-n_rows // n_workers)))
     chunks = [slice(i, i + size) for i in range(0, n_rows, size)]
     parts = parallel_map(solve, [tuple(array[c] for array in arrays) for c in chunks], n_jobs, verbose, description)
