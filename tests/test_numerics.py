@@ -17,6 +17,7 @@ from riemlocal.numerics import (
     EnergyLogSolver,
     curve_energy,
     dormand_prince,
+    geometric_error,
     initial_velocity,
     integrate_geodesic,
     minimize_curve_energy,
@@ -139,6 +140,37 @@ def test_error_estimate_bounds_the_true_error_on_benchmark_fields():
         bounded += int(np.sum(result.error_estimate >= error))
         total += n_pairs
     assert bounded >= 0.95 * total
+
+
+def test_geometric_error_is_the_distance_to_the_limit_of_a_geometric_sequence():
+    """Raw levels L + a r^-k (r < 0: alternating): the distance of any value to L, unless r is Romberg's 4 (within
+    RATE_SLACK); rounding-level changes carry no rate; changes that do not shrink: inf."""
+    limit, a = 2.25, 3e-3
+    for ratio in (4.42, 9.0, 2.5, -3.0, 4.0, 3.9):
+        older, previous, current = (limit + a * ratio**-k for k in range(3))
+        for value in (current, limit, limit + 1e-6, limit - 3e-7):
+            expected = 0.0 if abs(ratio - 4.0) <= 0.25 else abs(value - limit)
+            assert geometric_error(older, previous, current, value) == pytest.approx(expected, rel=1e-6, abs=1e-14)
+    assert geometric_error(1.0, 1.0 + 1e-13, 1.0 + 2e-12, 1.0) == 0.0  # changes of rounding size
+    assert geometric_error(2.0, 2.1, 2.2, 2.3) == np.inf  # the second change as large as the first
+    assert geometric_error(2.0, 2.1, 2.0, 2.05) == np.inf  # a sign flip without shrinking
+
+
+def test_certified_distance_meets_rtol_where_the_coarse_levels_converge_too_slowly():
+    """A smooth 2-D field (sharpness 0): raw lengths at 8, 16 and 32 segments fall by 4.42 per level, not 4, and
+    Romberg's estimate (7.8e-7) was below the true error (1.2e-6 > rtol): certified at 32 segments. With the length's
+    rate checked (:func:`geometric_error`) it goes on to 64 and meets rtol."""
+    field, rng = random_field(2, seed=3)
+    X = 0.5 * rng.normal(size=(40, 2))
+    i, j = np.triu_indices(40, 1)
+    a, b = X[i[258]], X[j[258]]
+    tight = EnergyLogSolver(field, 64, rtol=1.0, log_rtol=1.0, max_segments=256, tol=1e-10, max_iter=20000).dist(a, b)
+    for compiled in (True, False):
+        solver = EnergyLogSolver(field, compiled=compiled, method="newton")
+        distance = solver.dist(a, b)
+        result = solver.last_result_
+        assert result.converged and result.n_segments == 64
+        assert abs(distance - tight) <= result.error_estimate * tight <= solver.rtol * tight
 
 
 def test_long_pair_is_resolved_or_warns():

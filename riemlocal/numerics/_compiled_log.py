@@ -5,7 +5,8 @@ path (so the same results to rounding), each step mirroring its numpy helper:
 
 * :func:`_levels` -- :func:`~riemlocal.numerics.extrapolate_levels`: levels of
   :math:`N, 2N, 4N, \dots` segments, warm started by the cubic :func:`refine`, Romberg
-  extrapolation of the length and the initial velocity, the trapezoid-vs-midpoint
+  extrapolation of the length and the initial velocity (the length's rate checked,
+  :func:`~riemlocal.numerics._minimize.geometric_error`), the trapezoid-vs-midpoint
   gap and the acceptance test of ``EnergyLogSolver._solve_chunk``;
 * :func:`_newton` -- :func:`~riemlocal.utils.optimize.batched_newton` (its
   driver ``_descend`` and line search ``_backtrack``) for one problem, in the
@@ -34,7 +35,7 @@ from ..utils.optimize import ARMIJO, MAX_BACKTRACKS, MAX_STALLS, ROUND_OFF
 from ._capability import curve_hessian, curve_terms, curve_trapezoid, curve_work, point_metric, point_work, relative_scratch, relative_to
 from ._cholesky import block_tridiagonal_solve, cholesky_factor, cholesky_solve, forward_substitution
 from ._energy import laplacian_inverse_sqrt
-from ._minimize import _DAMPING, COARSE_TOL_FACTOR, ERROR_SAFETY, RESOLVED_RATIO, STALL_FACTOR, UNRESOLVED
+from ._minimize import _DAMPING, COARSE_TOL_FACTOR, ERROR_SAFETY, RESOLVED_RATIO, STALL_FACTOR, UNRESOLVED, geometric_error
 
 __all__ = ["laplacian_levels", "compiled_log_pairs", "OK", "FAILED", "NEEDS_LEVEL"]
 
@@ -425,7 +426,7 @@ def _levels(data, n_segments, step, start, max_segments, rtol, log_rtol, tol, ma
         forward_substitution(factor, origin)
         for i in range(dim):
             inverse_factor[i, column] = origin[i]
-    offset, level, optimized, previous_gap, unresolved = 0, 0, True, 0.0, 0.0
+    offset, level, optimized, previous_gap, unresolved, older = 0, 0, True, 0.0, 0.0, 0.0
     while True:
         if level >= n_levels:
             return NEEDS_LEVEL, 0.0, 0.0, level - 1, n_segments, optimized
@@ -460,6 +461,9 @@ def _levels(data, n_segments, step, start, max_segments, rtol, log_rtol, tol, ma
         if level:
             for i in range(dim + 1):
                 error[i] = ERROR_SAFETY * (row[last, i] - row[last - 1, i])
+            if level >= 2:  # the length's rate checked
+                geometric = ERROR_SAFETY * geometric_error(older, previous[0, 0], row[0, 0], row[last, 0])
+                error[0] = math.copysign(max(abs(error[0]), geometric), error[0])
             trapezoid = curve_trapezoid(data, curve, minimized[6])
             if not math.isfinite(trapezoid):
                 return FAILED, 0.0, 0.0, level, n_segments, optimized
@@ -469,6 +473,7 @@ def _levels(data, n_segments, step, start, max_segments, rtol, log_rtol, tol, ma
         dist_error, log_error = _estimates(value, error, unresolved, base_metric)
         if 2 * n_segments > max_segments or (level >= 2 and dist_error <= rtol and log_error <= log_rtol):
             return OK, dist_error, log_error, level, n_segments, optimized
+        older = previous[0, 0]  # the raw length two levels back, from the next level on
         _assign(previous, row, 1.0)
         if level + 1 < n_levels:
             if level + 1 == len(levels):

@@ -966,6 +966,7 @@ class EnergyLogSolver:
                 tol=self.tol,
                 max_iter=self.max_iter,
                 lengths_only=math.isinf(log_rtol),
+                rate_checked=(0,),  # the length
             )
             velocity[rows], length[rows] = result.value[:, 1:], result.value[:, 0]
             dist_error[rows], log_error[rows] = estimates(result.value, result.error, result.unresolved, base_metric)
