@@ -33,7 +33,8 @@ __all__ = ["LearnedMetricManifold", "LearnedMetric"]
 
 #: keyword options of :class:`LearnedMetricManifold` (and :class:`LearnedMetric`) for its solvers
 _SOLVER_OPTIONS = (
-    "rtol", "chunk_size", "n_jobs", "verbose", "compiled", "n_segments", "log_rtol", "max_segments", "tol", "max_iter", "method"
+    "rtol", "chunk_size", "n_jobs", "verbose", "compiled", "n_segments", "log_rtol", "max_segments", "tol", "max_iter", "method",
+    "min_levels",
 )
 
 
@@ -67,7 +68,7 @@ class LearnedMetric(RiemannianMetric):
         :class:`~riemlocal.numerics.EnergyLogSolver`).
     **log_options
         Further options of the Log solver, :class:`~riemlocal.numerics.EnergyLogSolver`:
-        ``n_segments``, ``log_rtol``, ``max_segments``, ``tol``, ``max_iter``, ``method``.
+        ``n_segments``, ``log_rtol``, ``max_segments``, ``tol``, ``max_iter``, ``method``, ``min_levels``.
 
     Attributes
     ----------

@@ -387,7 +387,7 @@ def _pair_space(data, n_segments, dim):
 
 
 @cached_njit
-def _levels(data, n_segments, step, start, max_segments, rtol, log_rtol, tol, max_iter, laplacians, n_levels, space, level_iters):
+def _levels(data, n_segments, step, start, max_segments, rtol, log_rtol, tol, max_iter, laplacians, n_levels, min_levels, space, level_iters):
     """:func:`extrapolate_levels` for one Log problem from 0 to ``step`` (relative coordinates); see the module docstring.
 
     The first level starts from the curve ``start`` ``(N + 1, dim)`` (relative, its ends 0 and ``step``),
@@ -464,6 +464,9 @@ def _levels(data, n_segments, step, start, max_segments, rtol, log_rtol, tol, ma
             if level >= 2:  # the length's rate checked
                 geometric = ERROR_SAFETY * geometric_error(older, previous[0, 0], row[0, 0], row[last, 0])
                 error[0] = math.copysign(max(abs(error[0]), geometric), error[0])
+            if min_levels > 3 and level >= min_levels - 1:  # two consecutive sixth-order values
+                for i in range(dim + 1):
+                    error[i] = math.copysign(max(abs(error[i]), ERROR_SAFETY * abs(row[2, i] - previous[2, i])), error[i])
             trapezoid = curve_trapezoid(data, curve, minimized[6])
             if not math.isfinite(trapezoid):
                 return FAILED, 0.0, 0.0, level, n_segments, optimized
@@ -471,7 +474,7 @@ def _levels(data, n_segments, step, start, max_segments, rtol, log_rtol, tol, ma
             unresolved = gap if level == 1 else (0.0 if previous_gap >= RESOLVED_RATIO * gap else gap)
             previous_gap = gap
         dist_error, log_error = _estimates(value, error, unresolved, base_metric)
-        if 2 * n_segments > max_segments or (level >= 2 and dist_error <= rtol and log_error <= log_rtol):
+        if 2 * n_segments > max_segments or (level >= min_levels - 1 and dist_error <= rtol and log_error <= log_rtol):
             return OK, dist_error, log_error, level, n_segments, optimized
         older = previous[0, 0]  # the raw length two levels back, from the next level on
         _assign(previous, row, 1.0)
@@ -483,7 +486,7 @@ def _levels(data, n_segments, step, start, max_segments, rtol, log_rtol, tol, ma
 
 
 @cached_njit
-def compiled_log_pairs(data, point, base_point, starts, n_segments, max_segments, rtol, log_rtol, tol, max_iter, laplacians, n_levels):
+def compiled_log_pairs(data, point, base_point, starts, n_segments, max_segments, rtol, log_rtol, tol, max_iter, laplacians, n_levels, min_levels=3):
     """``EnergyLogSolver._solve_chunk`` with Newton for the pairs ``(point, base_point)`` ``(n, dim)`` of a field with capability data ``data``.
 
     The first level of each pair starts from its curve in ``starts`` ``(n, N + 1, dim)``, or from the
@@ -528,7 +531,7 @@ def compiled_log_pairs(data, point, base_point, starts, n_segments, max_segments
             for i in range(dim):
                 start[node, i] = starts[p, node, i] - base_point[p, i]
         status[p], dist_error[p], log_error[p], level, segments[p], optimized[p] = _levels(
-            relative, n_segments, step, start, max_segments, rtol, log_rtol, tol, max_iter, laplacians, n_levels, space, level_iters[p]
+            relative, n_segments, step, start, max_segments, rtol, log_rtol, tol, max_iter, laplacians, n_levels, min_levels, space, level_iters[p]
         )
         value, finest = space[3][0], space[0][level][0]
         curve = np.empty_like(finest)

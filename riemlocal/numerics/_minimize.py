@@ -402,7 +402,7 @@ class Extrapolation:
 
 
 def extrapolate_levels(
-    field, curves, measure, accept, max_segments, *, weights=None, free_start=False, method, tol, max_iter, lengths_only=False, rate_checked=()
+    field, curves, measure, accept, max_segments, *, weights=None, free_start=False, method, tol, max_iter, lengths_only=False, rate_checked=(), min_levels=3
 ):
     r"""Minimize at :math:`N, 2N, 4N, \dots` segments and Romberg-extrapolate a measure of the minimizers.
 
@@ -424,11 +424,13 @@ def extrapolate_levels(
     ``ERROR_SAFETY`` times the larger of that difference and the value's distance to
     the limit of the last three raw values read as a geometric sequence
     (:func:`geometric_error`): the classical estimate misses where the coarse levels
-    are short of the expansion's regime. That expansion, and the estimate, hold only where
+    are short of the expansion's regime. With ``min_levels`` above 3, from that level on
+    the estimate also covers the change of the value from the level before (three levels
+    can agree by coincidence). That expansion, and the estimate, hold only where
     the segments resolve the metric; where the relative gap between the
     trapezoid and the midpoint energy (:func:`trapezoid_energy`) does not
     fall like :math:`N^{-2}`, the gap is reported as ``unresolved``. From
-    the third level on, every problem for which ``accept(value, error,
+    level ``min_levels`` on (the third by default), every problem for which ``accept(value, error,
     unresolved, rows)`` holds stops; the others are refined until their
     finest level would exceed ``max_segments``.
 
@@ -448,6 +450,8 @@ def extrapolate_levels(
         As for :func:`minimize_curve_energy`.
     rate_checked : tuple of int, default=()
         Indices of the measures whose error estimate also covers a geometric convergence.
+    min_levels : int, default=3
+        Levels solved before a problem may stop.
     lengths_only : bool, default=False
         Only energies (lengths) are measured. They are second order in the
         curves, so the minimizer's leftover does not matter to them: finer
@@ -499,6 +503,8 @@ def extrapolate_levels(
         for k in rate_checked if level >= 2 else ():
             geometric = [geometric_error(*values) for values in zip(older[:, k], previous[0][:, k], row[0][:, k], row[-1][:, k])]
             error[rows, k] = np.copysign(np.maximum(np.abs(error[rows, k]), ERROR_SAFETY * np.array(geometric)), error[rows, k])
+        if min_levels > 3 and level >= min_levels - 1:  # two consecutive sixth-order values
+            error[rows] = np.copysign(np.maximum(np.abs(error[rows]), ERROR_SAFETY * np.abs(row[-1] - previous[-1])), error[rows])
         gap = None
         if level:  # the gap is compared from level 1 on
             gap = _quadrature_gap(field, minimum, weights[rows])
@@ -507,7 +513,7 @@ def extrapolate_levels(
         for i, curve in zip(rows, minimum.curves):
             finest[i] = curve
         done = np.full(len(rows), 2 * n_segments > max_segments)
-        if level >= 2:
+        if level >= min_levels - 1:
             done |= accept(value[rows], error[rows], unresolved[rows], rows)
         if done.all():
             return Extrapolation(value, error, unresolved, finest, segments, n_iter, optimized)

@@ -349,6 +349,13 @@ class EnergyLogSolver:
         capability (:attr:`MetricField.capability`): the same algorithm one pair
         after the other (:func:`~riemlocal.numerics.compiled_log_pairs`), the same results to rounding;
         ``False`` takes the numpy path.
+    min_levels : int, default=3
+        Levels solved before a pair may stop. With 4, the estimate also covers the change of the sixth-order value
+        from the level before: three levels can agree by coincidence where the coarsest is not yet in the
+        expansion's regime (:func:`~riemlocal.numerics.extrapolate_levels`). On 3,420 pairs of random smooth
+        fields (D = 2, 3 and 6, Wishart metrics with a ridge of 0.05, rho 0.3--3), about 26 distances certified at 3
+        levels were 1 to 8.3 times ``rtol`` off (the others that differ from a 256-segment reference are on a
+        neighbouring route), none at 4, whose Logs and distances cost 1.7--1.8 times as much (D = 2, 10 and 20).
 
     Attributes
     ----------
@@ -370,16 +377,18 @@ class EnergyLogSolver:
         n_jobs=None,
         verbose=False,
         compiled=True,
+        min_levels=3,
     ):
         self.field = field
         self.n_segments, self.rtol, self.log_rtol, self.max_segments = n_segments, rtol, log_rtol, max_segments
+        self.min_levels = min_levels
         self.tol, self.max_iter, self.method = tol, max_iter, method
         self.chunk_size, self.n_jobs, self.verbose, self.compiled = chunk_size, n_jobs, verbose, compiled
         self._checked, self._per_field, self._measured = (), None, {}
         self._check()
 
     def _check(self):
-        options = (self.compiled, self.n_segments, self.max_segments, self.rtol, self.log_rtol, self.tol, self.max_iter, self.method, self.chunk_size)
+        options = (self.compiled, self.n_segments, self.max_segments, self.rtol, self.log_rtol, self.tol, self.max_iter, self.method, self.chunk_size, self.min_levels)
         if len(options) == len(self._checked) and all(a is b for a, b in zip(options, self._checked)):
             return  # the options checked last time (checked again after any change)
         check_bool(self.compiled, "compiled")
@@ -391,6 +400,7 @@ class EnergyLogSolver:
         check_int(self.max_iter, "max_iter")
         check_option(self.method, "method", METHODS)
         check_int(self.chunk_size, "chunk_size")
+        check_int(self.min_levels, "min_levels", minimum=3)
         self._checked = options
 
     def log(self, point, base_point):
@@ -705,12 +715,13 @@ class EnergyLogSolver:
         """Whether pairs that needed ``n_segments`` needed more than ``factor`` times the first level's, scaled by
         ``(RTOL / rtol) ** (1 / 4)`` for a tighter ``rtol`` (the extrapolated length's error falls about like the fourth
         power of the segments' length: on the half-plane, the ball and the sphere, 32 segments first, ``rtol`` from
-        1e-6 to 1e-10 took 128 to 256--512). A tight tolerance alone makes no pair hard."""
+        1e-6 to 1e-10 took 128 to 256--512), and by 2 for every level of ``min_levels`` above 3 (the levels past the
+        minimum are the signal). A tight tolerance alone makes no pair hard."""
         return n_segments > self._level_limit(factor)
 
     def _level_limit(self, factor):
         """The segments above which :meth:`_many_levels` holds."""
-        return factor * self.n_segments * max(1.0, (RTOL / self.rtol) ** 0.25)
+        return factor * (self.n_segments << (self.min_levels - 3)) * max(1.0, (RTOL / self.rtol) ** 0.25)
 
     def _of_field(self, compute):
         """``compute(field)`` (a function of the field alone), computed once per field of the solver."""
@@ -894,10 +905,10 @@ class EnergyLogSolver:
             return self._solve_numpy(point, base_point, log_rtol, starts)
         given = np.empty((0, self.n_segments + 1, self.field.dim)) if starts is None else np.ascontiguousarray(starts)
         n_levels = (self.max_segments // self.n_segments).bit_length()  # levels up to max_segments
-        first_levels = min(n_levels, max(3, (128 // self.n_segments).bit_length()))  # up to 128 segments
+        first_levels = min(n_levels, max(self.min_levels, (128 // self.n_segments).bit_length()))  # up to 128 segments
         options = (self.n_segments, self.max_segments, self.rtol, log_rtol, self.tol, self.max_iter)
         *outputs, iterations, status = compiled_log_pairs(
-            capability.data, point, base_point, given, *options, laplacian_levels(self.n_segments, first_levels), first_levels
+            capability.data, point, base_point, given, *options, laplacian_levels(self.n_segments, first_levels), first_levels, self.min_levels
         )
         outputs[-1] = _object_array(outputs[-1])
         finer = np.flatnonzero(status == NEEDS_LEVEL) if status.any() else ()  # rare: more than 128 segments
@@ -905,7 +916,7 @@ class EnergyLogSolver:
             iterations = np.pad(iterations, ((0, 0), (0, n_levels - first_levels)))
             *parts, iterations[finer], status[finer] = compiled_log_pairs(
                 capability.data, point[finer], base_point[finer], given[finer] if len(given) else given, *options,
-                laplacian_levels(self.n_segments, n_levels), n_levels,
+                laplacian_levels(self.n_segments, n_levels), n_levels, self.min_levels,
             )
             for output, part in zip(outputs, parts):
                 output[finer] = _object_array(part) if isinstance(part, list) else part
@@ -967,6 +978,7 @@ class EnergyLogSolver:
                 max_iter=self.max_iter,
                 lengths_only=math.isinf(log_rtol),
                 rate_checked=(0,),  # the length
+                min_levels=self.min_levels,
             )
             velocity[rows], length[rows] = result.value[:, 1:], result.value[:, 0]
             dist_error[rows], log_error[rows] = estimates(result.value, result.error, result.unresolved, base_metric)
