@@ -691,7 +691,7 @@ class EnergyLogSolver:
         first = np.searchsorted(owners, owners)  # each pair's first candidate (owners ascend): its own curve, minimized
         own, apart = first == np.arange(len(owners)), ~_same_route(curves, curves[first], same[owners])
         kept = apart | (own & (np.isin(owners, owners[apart]) | ~certified[owners]))  # a certified pair whose candidates all found its own route is done
-        solves = []
+        solves, found = [], outputs[6].copy()  # the curves before the search
         if kept.any():
             curves, owners = curves[kept], owners[kept]
             rank = _route_ranks(curves, owners, _route_lengths(self.field, curves), same[owners])
@@ -709,6 +709,9 @@ class EnergyLogSolver:
             for k in np.unique(rank):  # the best start of each pair first, each answer against the best so far
                 mine = rank == k
                 self._keep_better(outputs, owners[mine], tuple(output[mine] for output in again), log_rtol)
+        moved = np.flatnonzero([curve is not before for curve, before in zip(outputs[6], found)])
+        if len(moved):  # a new answer's own curve, coarse again, is a candidate the search has not tried
+            self._solve_shorter(outputs, point, base_point, log_rtol, moved, outputs[6][moved], method)
         return outputs
 
     def _many_levels(self, n_segments, factor):
@@ -794,12 +797,13 @@ class EnergyLogSolver:
             self._solve_shorter(outputs, point, base_point, log_rtol, rows[candidates[other]], routes)
         return bool(len(other))
 
-    def _solve_shorter(self, outputs, point, base_point, log_rtol, rows, routes):
-        """Minimize the pairs' candidate ``routes`` at ``RETRY_FACTOR * n_segments`` segments; a pair whose route is then
-        more than ``CURVE_GAP`` shorter than its distance has a wrong distance, whatever its certificate, and is solved
-        in full from it (the answer replaces the pair's where it is better, :func:`_better`)."""
+    def _solve_shorter(self, outputs, point, base_point, log_rtol, rows, routes, method=None):
+        """Minimize the pairs' candidate ``routes`` at ``RETRY_FACTOR * n_segments`` segments (by ``method``, default
+        the solver's for that many problems); a pair whose route is then more than ``CURVE_GAP`` shorter than its
+        distance has a wrong distance, whatever its certificate, and is solved in full from it (the answer replaces
+        the pair's where it is better, :func:`_better`)."""
         starts = np.stack([resample(route, RETRY_FACTOR * self.n_segments + 1) for route in routes])
-        curves = self._minimize_routes(starts, resolve_method(self.method, self.field.dim, n_problems=len(rows)))
+        curves = self._minimize_routes(starts, method or resolve_method(self.method, self.field.dim, n_problems=len(rows)))
         shorter = polyline_length(self.field, curves, CURVE_SUBDIVISIONS) < (1.0 - CURVE_GAP) * outputs[1][rows]
         rows, curves = rows[shorter], curves[shorter]
         if len(rows):
