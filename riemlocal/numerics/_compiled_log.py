@@ -490,7 +490,8 @@ def compiled_log_pairs(data, point, base_point, starts, n_segments, max_segments
     """``EnergyLogSolver._solve_chunk`` with Newton for the pairs ``(point, base_point)`` ``(n, dim)`` of a field with capability data ``data``.
 
     The first level of each pair starts from its curve in ``starts`` ``(n, N + 1, dim)``, or from the
-    straight segment where ``starts`` has no rows.
+    straight segment where ``starts`` has no rows; each pair solves at least ``min_levels`` levels
+    (``EnergyLogSolver(min_levels=...)``).
 
     Returns its outputs (velocity, length, error estimates, segments,
     optimized, finest curves) plus the iterations per pair and level
