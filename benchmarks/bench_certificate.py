@@ -32,7 +32,7 @@ import time  # noqa: E402
 import warnings  # noqa: E402
 
 import numpy as np  # noqa: E402
-from bench_geodesics import random_field  # noqa: E402
+from bench_geodesics import random_field, tight_log_solver  # noqa: E402
 
 from riemlocal import SmoothLocalField  # noqa: E402
 from riemlocal.numerics import EnergyLogSolver  # noqa: E402
@@ -68,7 +68,7 @@ def run(field, X, stride, min_levels):
     i, j = np.triu_indices(len(X), 1)
     i, j = i[::stride], j[::stride]
     a, b = X[i], X[j]
-    reference = EnergyLogSolver(field, 64, rtol=1.0, log_rtol=1.0, max_segments=256, tol=1e-10, max_iter=20000).dist(a, b)
+    reference = tight_log_solver(field).dist(a, b)
     solver = EnergyLogSolver(field, min_levels=min_levels)
     solver.dist(a[:2], b[:2])  # compiles and measures the field once
     start = time.perf_counter()

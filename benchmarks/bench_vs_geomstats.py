@@ -38,7 +38,7 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 import numpy as np  # noqa: E402
-from bench_geodesics import median_time, random_field  # noqa: E402
+from bench_geodesics import median_time, random_field, tight_log_solver  # noqa: E402
 from geomstats.geometry.euclidean import Euclidean  # noqa: E402
 from geomstats.geometry.riemannian_metric import RiemannianMetric  # noqa: E402
 from geomstats.learning.frechet_mean import FrechetMean as GeomstatsFrechetMean  # noqa: E402
@@ -50,7 +50,7 @@ from geomstats.numerics.ivp import GSIVPIntegrator  # noqa: E402
 from riemlocal import LearnedMetricManifold, SmoothLocalField  # noqa: E402
 from riemlocal.distances import pairwise_distances  # noqa: E402
 from riemlocal.learning import FrechetMean, GeodesicRegression, PrincipalGeodesicAnalysis  # noqa: E402
-from riemlocal.numerics import EnergyLogSolver, integrate_geodesic  # noqa: E402
+from riemlocal.numerics import integrate_geodesic  # noqa: E402
 
 EXP_RTOL = 1e-7  # riemlocal's Exp tolerance in the Exp row (geomstats' RK4 with 50 steps: about 2e-7)
 TWO_METRICS = SmoothLocalField([[2.0, 2.0], [4.0, 4.0]], [2.0 * np.eye(2), np.eye(2)])
@@ -92,10 +92,6 @@ def equation_gap(field, batch_shape=(3, 4)):
     best = geomstats_space(field).metric.geodesic_equation(state)
     default = geomstats_space(field, "derivative").metric.geodesic_equation(state)
     return float(np.max(np.abs(best - default)) / np.max(np.abs(default)))
-
-
-def tight_log_solver(field):
-    return EnergyLogSolver(field, 64, rtol=1.0, log_rtol=1.0, max_segments=256, tol=1e-10, max_iter=20000)
 
 
 def log_errors(field, velocities, y, x):

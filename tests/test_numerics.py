@@ -1,5 +1,6 @@
 """The energy-minimization core, certified Log/dist and the solver objects (riemlocal.numerics)."""
 
+import functools
 import sys
 import warnings
 from pathlib import Path
@@ -174,6 +175,7 @@ def test_certified_distance_meets_rtol_where_the_coarse_levels_converge_too_slow
         assert abs(distance - tight) <= result.error_estimate * tight <= solver.rtol * tight
 
 
+@functools.cache  # one reference solve for both tests
 def _wishart_pair():
     """A pair of a random smooth 2-D field unlike the benchmarks' (Wishart metrics plus a ridge of 0.05, rho = 3) and its distance."""
     field, X = wishart_field(2, 4)
