@@ -28,9 +28,10 @@ pair of its field was searched (``cheap_reach``: 2 and 20 of its distances were 
 long); wine was 1.9-2.3 / 13.5-13.9 before the legs to the centers were computed once per point (before the route search ran over the
 workers, per-class fields evaluated each distinct metric once and curve lengths were compiled above 5
 dimensions: iris 4.9-5.8 / 48, wine 6.7-7.0 / 92).
+Digits (10-D, 1797 centers) 16.7 / 12.0 at 10 and 19.7 / 17.7 at 100, all certified; about half an hour while one
+isolated center made its blend sharp (0.86), so that every pair was searched (``SHARP_OUTLIERS``).
 Earlier, on 2 cores shared with other jobs (load about 5): iris 420 for 60 pairs unbounded (60 % certified);
-digits (10-D, 1797 centers) 132 / 234, (200 samples) 19 / 23, before the route search;
-its blend is sharp (0.86), so every pair is searched: 2.0-2.1 s for one pair at ``max_condition`` 10.
+digits 132 / 234, (200 samples) 19 / 23, before the route search.
 At 100 the two directions of a pair can differ by slightly more than ``rtol``
 (wine, 1.02 ``rtol``): the error estimate of some pairs stopped at 32 segments is
 too small.

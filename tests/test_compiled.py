@@ -191,9 +191,11 @@ def test_compiled_riders_equal_numpy_path(dim, equation):
 @pytest.mark.parametrize("dim", [1, 4])
 def test_compiled_polyline_length_equals_numpy(dim):
     """Curve lengths by the compiled quadrature (``polyline_quadratics``: ``curve_quadratics`` along each curve, relative to
-    its first node, in blocks) and by numpy, away from the origin too: equal to 1e-12."""
+    its first node, in blocks; once for consecutive curves from one node) and by numpy, away from the origin too: equal
+    to 1e-12."""
     rng = np.random.default_rng(30 + dim)
     curves = np.cumsum(rng.normal(size=(7, 12, dim)) * 0.3, axis=1)  # 11 segments x 8 points: blocks of 32 and a rest
+    curves[1:4] += curves[0, 0] - curves[1:4, :1]  # curves 0-3 from one node, 4 from another
     for field in rbf_fields(dim, seed=dim):
         numpy_field = copy.copy(field)
         numpy_field.capability = None

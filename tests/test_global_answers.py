@@ -377,6 +377,17 @@ def test_a_field_is_sharp_when_its_metric_changes_much_and_abruptly(scale, rho, 
     assert sharp_blend(SmoothLocalField(centers, metrics, rho=rho)) is sharp
 
 
+def test_one_isolated_center_does_not_make_a_field_of_many_centers_sharp():
+    """The blend between a far center and the rest is abrupt (as digits' per-class field, 1,797 centers): the sharpest
+    ``SHARP_OUTLIERS`` of the segments are left out, so that one does not send every pair of the field to the search,
+    while among 20 centers it counts."""
+    rng = np.random.default_rng(0)
+    centers = np.vstack([rng.normal(size=(150, 3)), [[20.0, 0.0, 0.0]]])
+    metrics = np.array([np.eye(3), np.diag([2.0, 1.0, 1.0])] * 75 + [np.diag([4.0, 1.0, 1.0])])
+    assert not sharp_blend(SmoothLocalField(centers, metrics))
+    assert sharp_blend(SmoothLocalField(centers[-21:], metrics[-21:]))
+
+
 def test_detour_routes_take_the_centers_with_the_shortest_legs_and_graph_routes_are_shortest_paths():
     """With 40 centers: detours through the DETOURS centers whose two legs are shortest, the graph over each
     center's GRAPH_NEIGHBOURS nearest, and its routes, one Dijkstra search per distinct start, as long as the

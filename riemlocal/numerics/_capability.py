@@ -216,7 +216,8 @@ def polyline_quadratics(data, curves, offsets):
     r""":math:`d_s^T M(c_s + t d_s)\, d_s` for the segments :math:`d_s = c_{s+1} - c_s` of curves ``(n, N + 1, dim)``
     at the fractions ``offsets`` ``(k,)`` of each segment, ``(n, N, k)``; also whether every point succeeded.
 
-    Each curve relative to its first node (:func:`relative_to`), its points in blocks of ``QUADRATURE_BLOCK``
+    Each curve relative to its first node (:func:`relative_to`, once for consecutive curves that start at the same
+    node: the legs from a point to every center), its points in blocks of ``QUADRATURE_BLOCK``
     columns of :func:`curve_quadratics`, whose loops over the points vectorize.
     """
     n_curves, n_nodes, dim = curves.shape
@@ -225,8 +226,12 @@ def polyline_quadratics(data, curves, offsets):
     work, scratch = curve_work(data, QUADRATURE_BLOCK - 1), relative_scratch(data)
     points, vectors, block = np.empty((dim, QUADRATURE_BLOCK)), np.empty((dim, QUADRATURE_BLOCK)), np.empty(QUADRATURE_BLOCK)
     total = (n_nodes - 1) * n_offsets
+    if n_curves == 0:
+        return out, True
+    relative = relative_to(data, curves[0, 0], scratch)
     for c in range(n_curves):
-        relative = relative_to(data, curves[c, 0], scratch)
+        if c and not np.array_equal(curves[c, 0], curves[c - 1, 0]):
+            relative = relative_to(data, curves[c, 0], scratch)
         for lo in range(0, total, QUADRATURE_BLOCK):
             n = min(QUADRATURE_BLOCK, total - lo)
             for column in range(n):
