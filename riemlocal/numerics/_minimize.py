@@ -57,6 +57,12 @@ RATE_NOISE = 1e-11  # raw level values closer than this fraction of them are rou
 # ... and raw levels whose changes fall by 4 within this are in Romberg's regime (3,120 pairs of bench_geodesics' fields,
 # D = 2, 5, 10, seeds 1-4, levels 8-256: none certified above rtol, 1.8% more segments; at 0.5, one at 1.2 rtol)
 RATE_SLACK = 0.25
+# a problem accepted at the third level whose Log vector's relative error estimate exceeds this times rtol solves a
+# fourth (levels that disagree on the Log vector are short of the expansion's regime, and their lengths can agree by
+# coincidence): on benchmarks/bench_certificate.py's 3,420 Wishart-field pairs the distances certified more than rtol
+# off fell from 26 (up to 8.3 rtol) to 9 (3.3); 262 of its 6,540 pairs took more levels (255 one more), and distances
+# of bench_geodesics' fields cost 2-3% more at D = 2 and 10 (none measurable at 20)
+LOG_GUARD = 5.0
 UNRESOLVED = 1e-8  #: curves this short (relative to their coordinates) stay straight: round-off hides their geometry
 _DAMPING = 10.0 ** np.arange(-3, 5)  # Levenberg--Marquardt shifts tried where the energy Hessian is indefinite
 
@@ -402,7 +408,8 @@ class Extrapolation:
 
 
 def extrapolate_levels(
-    field, curves, measure, accept, max_segments, *, weights=None, free_start=False, method, tol, max_iter, lengths_only=False, rate_checked=(), min_levels=3
+    field, curves, measure, accept, max_segments, *, weights=None, free_start=False, method, tol, max_iter, lengths_only=False, rate_checked=(), min_levels=3,
+    doubtful=None,
 ):
     r"""Minimize at :math:`N, 2N, 4N, \dots` segments and Romberg-extrapolate a measure of the minimizers.
 
@@ -426,7 +433,9 @@ def extrapolate_levels(
     (:func:`geometric_error`): the classical estimate misses where the coarse levels
     are short of the expansion's regime. With ``min_levels`` above 3, from that level on
     the estimate also covers the change of the value from the level before (three levels
-    can agree by coincidence). That expansion, and the estimate, hold only where
+    can agree by coincidence); with three, the problems accepted at the third level that
+    ``doubtful(value, error, unresolved, rows)`` flags solve a fourth (not where L-BFGS minimizes lengths
+    alone: its leftover moves the other measures to first order). That expansion, and the estimate, hold only where
     the segments resolve the metric; where the relative gap between the
     trapezoid and the midpoint energy (:func:`trapezoid_energy`) does not
     fall like :math:`N^{-2}`, the gap is reported as ``unresolved``. From
@@ -452,6 +461,9 @@ def extrapolate_levels(
         Indices of the measures whose error estimate also covers a geometric convergence.
     min_levels : int, default=3
         Levels solved before a problem may stop.
+    doubtful : callable, optional
+        ``doubtful(value, error, unresolved, rows)`` -> boolean ``(len(rows),)``: problems that need a fourth level
+        although ``accept`` holds at the third (with ``min_levels=3``).
     lengths_only : bool, default=False
         Only energies (lengths) are measured. They are second order in the
         curves, so the minimizer's leftover does not matter to them: finer
@@ -514,7 +526,10 @@ def extrapolate_levels(
             finest[i] = curve
         done = np.full(len(rows), 2 * n_segments > max_segments)
         if level >= min_levels - 1:
-            done |= accept(value[rows], error[rows], unresolved[rows], rows)
+            accepted = accept(value[rows], error[rows], unresolved[rows], rows)
+            if level == 2 and doubtful is not None and not (lengths_only and level_method == "lbfgs"):
+                accepted &= ~doubtful(value[rows], error[rows], unresolved[rows], rows)
+            done |= accepted
         if done.all():
             return Extrapolation(value, error, unresolved, finest, segments, n_iter, optimized)
         older = None if previous is None else previous[0][~done]  # the raw values two levels back
