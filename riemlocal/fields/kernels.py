@@ -372,6 +372,14 @@ def center_half_gradients(n_centers, n, work, blocks):
         for r in range(n_centers):
             for s in range(n):
                 half_grad[r, i, s] -= mean[s]
+    zero_blocks(n, blocks)
+
+
+@refcount_free
+def zero_blocks(n, blocks):
+    """The Hessian ``blocks`` ``(3, dim, dim, >= n)`` zeroed at the first ``n`` points."""
+    dim = blocks.shape[1]
+    for i in range(dim):
         for j in range(dim):
             for s in range(n):
                 blocks[0, i, j, s], blocks[1, i, j, s], blocks[2, i, j, s] = 0.0, 0.0, 0.0

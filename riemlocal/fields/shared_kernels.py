@@ -38,18 +38,18 @@ from .kernels import (
     rbf_acceleration_derivative,
     rbf_point_metric,
     rbf_work_space_compiled,
+    zero_blocks,
 )
 
 __all__ = ["SharedRBFKernel", "rbf_kernel", "shared_curve_work", "shared_curve_terms", "shared_curve_hessian", "shared_curve_trapezoid", "shared_curve_quadratics", "shared_relative_scratch", "shared_relative_to"]
 
-SharedRBFKernel = namedtuple("SharedRBFKernel", ["centers", "metrics", "proximity", "sigma", "own_proximity", "groups", "shifted", "members", "starts", "shifted_outer"])
+SharedRBFKernel = namedtuple("SharedRBFKernel", ["centers", "metrics", "proximity", "sigma", "own_proximity", "groups", "shifted", "members", "starts"])
 SharedRBFKernel.__doc__ = """Arrays of an RBF-blended field whose centers share metrics (:func:`rbf_kernel`).
 
 ``centers`` ``(R, dim)``; ``metrics`` ``(G, dim, dim)``, the distinct local metrics, center ``r`` has
 ``metrics[groups[r]]``; ``proximity`` ``(G, dim, dim)`` (``metrics`` when ``own_proximity``) or ``(1, dim, dim)``;
 the temperature ``sigma``; ``shifted`` ``(R, dim)``, :math:`b_r = P_r x_r`; the centers of metric ``g`` are
-``members[starts[g]:starts[g + 1]]``; ``shifted_outer`` ``(R, dim (dim + 1) / 2)``, the lower triangle of
-:math:`b_r b_r^T` row by row.
+``members[starts[g]:starts[g + 1]]``.
 """
 
 
@@ -70,9 +70,7 @@ def rbf_kernel(centers, metrics, proximity, sigma):
     proximity = distinct if own else np.ascontiguousarray(proximity, dtype=float)[None]
     shifted = np.einsum("rij,rj->ri", proximity[groups if own else np.zeros_like(groups)], centers)
     starts = np.concatenate([[0], np.cumsum(np.bincount(groups, minlength=len(distinct)))])
-    lower = np.tril_indices(centers.shape[1])
-    outer = np.ascontiguousarray(shifted[:, lower[0]] * shifted[:, lower[1]])
-    return SharedRBFKernel(centers, distinct, proximity, float(sigma), own, groups, shifted, np.argsort(groups, kind="stable"), starts, outer)
+    return SharedRBFKernel(centers, distinct, proximity, float(sigma), own, groups, shifted, np.argsort(groups, kind="stable"), starts)
 
 
 def _curve_work(kernel, n_segments):
@@ -211,25 +209,23 @@ def shared_curve_hessian(kernel, n_segments, work, blocks):
         \sum_r \tilde q_r \bar h_r \bar h_r^T = \sum_g \big(Q_g a_g a_g^T - a_g B_g^T - B_g a_g^T\big)
         + \sum_r \tilde q_r\, b_r b_r^T, \qquad Q_g = \sum_{r \in g} \tilde q_r, \quad B_g = \sum_{r \in g} \tilde q_r b_r,
 
-    whose last sum takes the kernel's products :math:`b_r b_r^T` (``shifted_outer``), four centers per pass, and
+    whose last sum takes four centers per pass, and
     :math:`\sum_{r \in g} w_r \bar h_r = \sum_{r \in g} w_r h_r - W_g m` (for :math:`K`): per center and point, two
     sums of :math:`O(\mathrm{dim})` and one multiply-add per entry of :math:`C`, where centering each :math:`h_r` and
     adding :math:`\tilde q_r \bar h_r \bar h_r^T` took more than twice that (digits' per-class field, 1,797 centers,
-    32 segments: 0.64--0.70 against 1.39--1.54 ms per Hessian). :math:`A = 2 \sum_g W_g M_g` and the :math:`P_r` term
+    32 segments: 0.64--0.81 against 1.39--1.54 ms per Hessian). :math:`A = 2 \sum_g W_g M_g` and the :math:`P_r` term
     of :math:`C` from :math:`Q_g`."""
     half_grad, local, weights, spreads, mean = work[1], work[2], work[3][0], work[3][1], work[5]
     hessian_x, mixed, hessian_v = blocks[0], blocks[1], blocks[2]
     group_weights, group_half_grad, group_shift, group_spread = work[6], work[7][0], work[7][1], work[8]
     metrics, members, starts, sigma, own = kernel.metrics, kernel.members, kernel.starts, kernel.sigma, kernel.own_proximity
-    shifted, outer = kernel.shifted, kernel.shifted_outer
+    shifted = kernel.shifted
     n_centers, dim = kernel.centers.shape
     n = n_segments
+    zero_blocks(n, blocks)
     for i in range(dim):
         for s in range(n):
             mean[i, s] = 0.0
-        for j in range(dim):
-            for s in range(n):
-                blocks[0, i, j, s], blocks[1, i, j, s], blocks[2, i, j, s] = 0.0, 0.0, 0.0
     for g in range(len(metrics)):
         for s in range(n):
             group_spread[g, s] = 0.0
@@ -268,27 +264,24 @@ def shared_curve_hessian(kernel, n_segments, work, blocks):
                         hessian_x[i, j, s] -= (sigma / 2.0) * group_spread[g, s] * metric_ij
     quads = n_centers // 4 * 4
     for r in range(0, quads, 4):  # four centers per pass over the block: a quarter of its loads and stores
-        k = 0
         for i in range(dim):
             for j in range(i + 1):
-                o0, o1, o2, o3 = outer[r, k], outer[r + 1, k], outer[r + 2, k], outer[r + 3, k]
-                k += 1
+                o0, o1 = shifted[r, i] * shifted[r, j], shifted[r + 1, i] * shifted[r + 1, j]
+                o2, o3 = shifted[r + 2, i] * shifted[r + 2, j], shifted[r + 3, i] * shifted[r + 3, j]
                 for s in range(n):
                     hessian_x[i, j, s] += (spreads[r, s] * o0 + spreads[r + 1, s] * o1) + (spreads[r + 2, s] * o2 + spreads[r + 3, s] * o3)
     for r in range(quads, n_centers):
-        k = 0
         for i in range(dim):
             for j in range(i + 1):
-                product = outer[r, k]
-                k += 1
+                product = shifted[r, i] * shifted[r, j]
                 for s in range(n):
                     hessian_x[i, j, s] += spreads[r, s] * product
     scale_blocks(sigma, n, blocks)
 
 
 def _relative_scratch(kernel):
-    """The arrays of :func:`shared_relative_to`: centers, :math:`b_r = P_r x_r` and the products :math:`b_r b_r^T`."""
-    return np.empty_like(kernel.centers), np.empty_like(kernel.centers), np.empty_like(kernel.shifted_outer)
+    """The arrays of :func:`shared_relative_to`: centers and :math:`b_r = P_r x_r`."""
+    return np.empty_like(kernel.centers), np.empty_like(kernel.centers)
 
 
 shared_relative_scratch = _relative_scratch  # from Python
@@ -298,8 +291,8 @@ shared_relative_scratch_compiled = cached_njit(_relative_scratch)  # inside comp
 @cached_njit
 def shared_relative_to(kernel, origin, scratch):
     """The field relative to ``origin``: centers minus ``origin``, :math:`b_r = P_r (x_r - x_0)` (the product of the
-    difference, not a difference of products: nothing cancels at large offsets) and :math:`b_r b_r^T`, in ``scratch``."""
-    centers, shifted, outer = scratch
+    difference, not a difference of products: nothing cancels at large offsets), in ``scratch``."""
+    centers, shifted = scratch
     proximity, groups, own = kernel.proximity, kernel.groups, kernel.own_proximity
     dim = len(origin)
     for r in range(len(centers)):
@@ -311,12 +304,7 @@ def shared_relative_to(kernel, origin, scratch):
             for j in range(dim):
                 total += proximity[k, i, j] * centers[r, j]
             shifted[r, i] = total
-        k = 0
-        for i in range(dim):
-            for j in range(i + 1):
-                outer[r, k] = shifted[r, i] * shifted[r, j]
-                k += 1
-    return SharedRBFKernel(centers, kernel.metrics, proximity, kernel.sigma, own, groups, shifted, kernel.members, kernel.starts, outer)
+    return SharedRBFKernel(centers, kernel.metrics, proximity, kernel.sigma, own, groups, shifted, kernel.members, kernel.starts)
 
 
 register_evaluators(
