@@ -29,7 +29,7 @@ pair of its field was searched (``cheap_reach``: 2 and 20 of its distances were 
 long); wine was 1.9-2.3 / 13.5-13.9 before the legs to the centers were computed once per point (before the route search ran over the
 workers, per-class fields evaluated each distinct metric once and curve lengths were compiled above 5
 dimensions: iris 4.9-5.8 / 48, wine 6.7-7.0 / 92).
-Digits (10-D, 1797 centers) 13.8-15.3 / 10.9-11.7 at 10 and 21.1 / 19.8 at 100, all certified (17.8 / 13.0 and 22.9 / 20.7 before
+Digits (10-D, 1797 centers) 13.8-15.5 / 10.3-11.7 at 10 and 21.1 / 19.8 at 100, all certified (17.8 / 13.0 and 22.9 / 20.7 before
 the shared-metric Hessian; 16.7 / 12.0 and 19.7 / 17.7 before ``LOG_GUARD``, with four directions at 100 certified
 1.5-2.2e-6 off); about half an hour while one
 isolated center made its blend sharp (0.86), so that every pair was searched (``SHARP_OUTLIERS``).
