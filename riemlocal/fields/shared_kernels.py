@@ -26,14 +26,11 @@ from ..numerics import register_evaluators
 from ..utils.compiled import cached_njit, refcount_free
 from .kernels import (
     RBFKernel,
-    blend_quadratics,
     load_columns,
     load_nodes,
     load_segments,
     scale_blocks,
     softmax_scores,
-    spread_quadratics,
-    trapezoid_sum,
     rbf_acceleration,
     rbf_acceleration_derivative,
     rbf_point_metric,
@@ -75,22 +72,21 @@ def rbf_kernel(centers, metrics, proximity, sigma):
 
 def _curve_work(kernel, n_segments):
     """Work arrays of the curve evaluators for up to ``n_segments`` segments, points last (``N + 1``): steps and
-    midpoints (or nodes) ``(2, dim, N + 1)``; :math:`h_r` ``(R, dim, N + 1)``; :math:`M_g d` ``(G, dim, N + 1)``;
-    weights and spreads ``(2, R, N + 1)``; three per-point scalars ``(3, N + 1)``; :math:`P_g x` or
-    :math:`\\sum_r w_r h_r` ``(dim, N + 1)``; :math:`W_g` ``(G, N + 1)``; :math:`\\sum_{r \\in g} w_r h_r` and
-    :math:`B_g` ``(2, G, dim, N + 1)``; :math:`Q_g` ``(G, N + 1)``."""
+    midpoints (or nodes) ``(2, dim, N + 1)``; :math:`P_g x` and :math:`M_g d` ``(G, dim, N + 1)`` each; weights and
+    spreads ``(2, R, N + 1)``; three per-point scalars (the last :math:`\\bar q`) ``(3, N + 1)``;
+    :math:`m = \\sum_r w_r h_r` ``(dim, N + 1)``; :math:`W_g` and :math:`q_g` ``(2, G, N + 1)``; :math:`V_g`
+    ``(G, dim, N + 1)``."""
     n_centers, dim = kernel.centers.shape
     n_metrics = len(kernel.metrics)
     return (
         np.empty((2, dim, n_segments + 1)),
-        np.empty((n_centers, dim, n_segments + 1)),
+        np.empty((n_metrics, dim, n_segments + 1)),
         np.empty((n_metrics, dim, n_segments + 1)),
         np.empty((2, n_centers, n_segments + 1)),
         np.empty((3, n_segments + 1)),
         np.empty((dim, n_segments + 1)),
-        np.empty((n_metrics, n_segments + 1)),
-        np.empty((2, n_metrics, dim, n_segments + 1)),
-        np.empty((n_metrics, n_segments + 1)),
+        np.empty((2, n_metrics, n_segments + 1)),
+        np.empty((n_metrics, dim, n_segments + 1)),
     )
 
 
@@ -99,82 +95,101 @@ shared_curve_work_compiled = cached_njit(_curve_work)  # inside compiled code
 
 
 @refcount_free
-def _curve_weights(kernel, points, n, work):
-    r"""Weights :math:`w_r`, :math:`h_r`, :math:`M_g d` and :math:`q_r = d^T M_g d` at the first ``n`` points and steps
-    (``work[0]`` in); metric by metric, :math:`M_g d` and :math:`P_g x` in one pass over :math:`M_g`, then
-    :math:`h_r` and the score :math:`s_r` of each of its centers. False where a proximity overflows."""
-    steps, points, half_grad, local = work[0][0], work[0][1], work[1], work[2]
-    weights, quadratics, smallest, group_q = work[3][0], work[3][1], work[4][0], work[4][2]
-    projected, centers, shifted, members, starts = work[5], kernel.centers, kernel.shifted, kernel.members, kernel.starts
+def _curve_weights(kernel, n, work, shifts):
+    r"""The weights :math:`w_r` at the first ``n`` points and steps of the curve work, and per metric :math:`g`:
+    :math:`P_g x`, :math:`M_g d`, :math:`q_g = d^T M_g d`, :math:`W_g = \sum_{r \in g} w_r` and (``shifts``)
+    :math:`V_g = \sum_{r \in g} w_r b_r`. The score :math:`s_r = (P_g x - b_r) \cdot (x - x_r)` of each center is
+    summed in place; :math:`h_r` is never stored. False where a proximity overflows."""
+    steps, points, projected, local = work[0][0], work[0][1], work[1], work[2]
+    weights, smallest = work[3][0], work[4][0]
+    group_weights, group_q, group_shift = work[6][0], work[6][1], work[7]
+    centers, shifted, members, starts = kernel.centers, kernel.shifted, kernel.members, kernel.starts
     metrics, proximity, own = kernel.metrics, kernel.proximity, kernel.own_proximity
     n_centers, dim = centers.shape
-    if not own:  # one P x for every center
-        for i in range(dim):
-            for s in range(n):
-                projected[i, s] = 0.0
-            for j in range(dim):
-                proximity_ij = proximity[0, i, j]
-                for s in range(n):
-                    projected[i, s] += proximity_ij * points[j, s]
     for s in range(n):
         smallest[s] = np.inf
     for g in range(len(metrics)):
+        p = g if own else 0
         for s in range(n):
-            group_q[s] = 0.0
+            group_q[g, s] = 0.0
         for i in range(dim):
             for s in range(n):
-                local[g, i, s] = 0.0
-                if own:
-                    projected[i, s] = 0.0
+                local[g, i, s], projected[g, i, s] = 0.0, 0.0
             for j in range(dim):
-                metric_ij = metrics[g, i, j]
+                metric_ij, proximity_ij = metrics[g, i, j], proximity[p, i, j]
                 for s in range(n):
                     local[g, i, s] += metric_ij * steps[j, s]
-                    if own:
-                        projected[i, s] += metric_ij * points[j, s]
+                    projected[g, i, s] += proximity_ij * points[j, s]
             for s in range(n):
-                group_q[s] += local[g, i, s] * steps[i, s]
+                group_q[g, s] += local[g, i, s] * steps[i, s]
         for m in range(starts[g], starts[g + 1]):
             r = members[m]
             for s in range(n):
-                weights[r, s], quadratics[r, s] = 0.0, group_q[s]
+                weights[r, s] = 0.0
             for i in range(dim):
                 shift, center_i = shifted[r, i], centers[r, i]
                 for s in range(n):
-                    half_grad[r, i, s] = projected[i, s] - shift
-                    weights[r, s] += half_grad[r, i, s] * (points[i, s] - center_i)
+                    weights[r, s] += (projected[g, i, s] - shift) * (points[i, s] - center_i)
             for s in range(n):
                 smallest[s] = min(smallest[s], weights[r, s])
-    return softmax_scores(n_centers, n, kernel.sigma, work)
-
-
-@refcount_free
-def shared_curve_terms(kernel, curve, work, terms):
-    r""":func:`~riemlocal.fields.kernels.rbf_curve_terms` (:math:`M d` and :math:`\nabla_x f` at every segment of a curve),
-    :math:`M d = \sum_g W_g M_g d`; :math:`W_g` stays in ``work[6]`` for :func:`shared_curve_hessian`."""
-    weights, spreads, half_grad, local, metric_v, gradient = work[3][0], work[3][1], work[1], work[2], terms[0], terms[1]
-    group_weights, members, starts = work[6], kernel.members, kernel.starts
-    n_centers, dim = kernel.centers.shape
-    n = load_segments(curve, work)
-    if not _curve_weights(kernel, work[0][1], n, work):
+    if not softmax_scores(n_centers, n, kernel.sigma, work):
         return False
-    spread_quadratics(n_centers, n, work)
-    for g in range(len(kernel.metrics)):
+    for g in range(len(metrics)):
         for s in range(n):
             group_weights[g, s] = 0.0
+        for i in range(dim if shifts else 0):
+            for s in range(n):
+                group_shift[g, i, s] = 0.0
         for m in range(starts[g], starts[g + 1]):
             r = members[m]
             for s in range(n):
                 group_weights[g, s] += weights[r, s]
+            for i in range(dim if shifts else 0):
+                shift = shifted[r, i]
+                for s in range(n):
+                    group_shift[g, i, s] += weights[r, s] * shift
+    return True
+
+
+@refcount_free
+def _blend_quadratics(kernel, n, work, out):
+    r""":math:`\sum_g W_g q_g` at the first ``n`` points of the curve work (after its weights) into ``out``."""
+    group_weights, group_q = work[6][0], work[6][1]
+    for s in range(n):
+        out[s] = 0.0
+    for g in range(len(kernel.metrics)):
+        for s in range(n):
+            out[s] += group_weights[g, s] * group_q[g, s]
+
+
+@refcount_free
+def shared_curve_terms(kernel, curve, work, terms):
+    r""":func:`~riemlocal.fields.kernels.rbf_curve_terms` (:math:`M d` and :math:`\nabla_x f` at every segment of a curve)
+    metric by metric: the centers of metric :math:`g` have :math:`h_r = P_g x - b_r` and :math:`q_r = q_g`, so
+
+    .. math::
+        M d = \sum_g W_g M_g d, \quad \nabla_x f = -\tfrac{2}{\sigma} \sum_g (q_g - \bar q)\, (W_g P_g x - V_g),
+        \quad \bar q = \sum_g W_g q_g,
+
+    with :math:`V_g = \sum_{r \in g} w_r b_r`: per center and point, the score and :math:`V_g`, :math:`O(\mathrm{dim})`
+    each. :math:`m = \sum_g (W_g P_g x - V_g)` stays in ``work[5]`` for :func:`shared_curve_hessian`."""
+    projected, local, mean_q, mean = work[1], work[2], work[4][2], work[5]
+    group_weights, group_q, group_shift = work[6][0], work[6][1], work[7]
+    metric_v, gradient = terms[0], terms[1]
+    dim = kernel.centers.shape[1]
+    n = load_segments(curve, work)
+    if not _curve_weights(kernel, n, work, True):
+        return False
+    _blend_quadratics(kernel, n, work, mean_q)
     for i in range(dim):
         for s in range(n):
-            metric_v[i, s], gradient[i, s] = 0.0, 0.0
+            metric_v[i, s], gradient[i, s], mean[i, s] = 0.0, 0.0, 0.0
         for g in range(len(kernel.metrics)):
             for s in range(n):
+                weighted = group_weights[g, s] * projected[g, i, s] - group_shift[g, i, s]  # sum of w_r h_r over g
                 metric_v[i, s] += group_weights[g, s] * local[g, i, s]
-        for r in range(n_centers):
-            for s in range(n):
-                gradient[i, s] += spreads[r, s] * half_grad[r, i, s]
+                gradient[i, s] += (group_q[g, s] - mean_q[s]) * weighted
+                mean[i, s] += weighted
         for s in range(n):
             gradient[i, s] *= -2.0 / kernel.sigma
     return True
@@ -182,86 +197,71 @@ def shared_curve_terms(kernel, curve, work, terms):
 
 @refcount_free
 def shared_curve_trapezoid(kernel, curve, work):
-    """:func:`~riemlocal.fields.kernels.rbf_curve_trapezoid` (the trapezoid energy of a curve; NaN on failure)."""
+    r""":func:`~riemlocal.fields.kernels.rbf_curve_trapezoid` (the trapezoid energy of a curve; NaN on failure):
+    :math:`\tfrac{N}{2} \sum_s \sum_g (W_g(c_s) + W_g(c_{s+1}))\, q_g(d_s)`."""
+    group_weights, group_q = work[6][0], work[6][1]
     n = load_nodes(curve, work)
-    if not _curve_weights(kernel, work[0][1], n + 1, work):
+    if not _curve_weights(kernel, n + 1, work, False):
         return np.nan
-    return trapezoid_sum(len(kernel.centers), n, work)
+    total = 0.0
+    for g in range(len(kernel.metrics)):
+        for s in range(n):
+            total += (group_weights[g, s] + group_weights[g, s + 1]) * group_q[g, s]
+    return 0.5 * n * total
 
 
 @refcount_free
 def shared_curve_quadratics(kernel, points, vectors, n, work, out):
     """:func:`~riemlocal.fields.kernels.rbf_curve_quadratics` (:math:`v^T M(x) v` at columns of points and vectors)."""
     load_columns(points, vectors, n, work)
-    if not _curve_weights(kernel, work[0][1], n, work):
+    if not _curve_weights(kernel, n, work, False):
         return False
-    blend_quadratics(work, len(kernel.centers), n, out)
+    _blend_quadratics(kernel, n, work, out)
     return True
 
 
 @refcount_free
 def shared_curve_hessian(kernel, n_segments, work, blocks):
     r""":func:`~riemlocal.fields.kernels.rbf_curve_hessian` (the blocks :math:`C`, :math:`K`, :math:`A`) after
-    :func:`shared_curve_terms`, metric by metric. With :math:`m = \sum_r w_r h_r`, the centers of metric :math:`g` have
-    :math:`\bar h_r = h_r - m = a_g - b_r` (:math:`a_g = P_g x - m`, one per metric and point), so
+    :func:`shared_curve_terms`, metric by metric. The centers of metric :math:`g` have :math:`\bar h_r = h_r - m = a_g - b_r`
+    (:math:`a_g = P_g x - m`) and :math:`\tilde q_r = w_r (q_g - \bar q)`, so
 
     .. math::
-        \sum_r \tilde q_r \bar h_r \bar h_r^T = \sum_g \big(Q_g a_g a_g^T - a_g B_g^T - B_g a_g^T\big)
-        + \sum_r \tilde q_r\, b_r b_r^T, \qquad Q_g = \sum_{r \in g} \tilde q_r, \quad B_g = \sum_{r \in g} \tilde q_r b_r,
+        \sum_r \tilde q_r \bar h_r \bar h_r^T = \sum_g (q_g - \bar q) \big(W_g a_g a_g^T - a_g V_g^T - V_g a_g^T\big)
+        + \sum_r \tilde q_r\, b_r b_r^T, \qquad \sum_{r \in g} w_r \bar h_r = W_g a_g - V_g \ (\text{for } K),
 
-    whose last sum takes four centers per pass, and
-    :math:`\sum_{r \in g} w_r \bar h_r = \sum_{r \in g} w_r h_r - W_g m` (for :math:`K`): per center and point, two
-    sums of :math:`O(\mathrm{dim})` and one multiply-add per entry of :math:`C`, where centering each :math:`h_r` and
-    adding :math:`\tilde q_r \bar h_r \bar h_r^T` took more than twice that (digits' per-class field, 1,797 centers,
-    32 segments: 0.64--0.81 against 1.39--1.54 ms per Hessian). :math:`A = 2 \sum_g W_g M_g` and the :math:`P_r` term
-    of :math:`C` from :math:`Q_g`."""
-    half_grad, local, weights, spreads, mean = work[1], work[2], work[3][0], work[3][1], work[5]
+    whose per-center sum takes four centers per pass: per center and point one multiply-add per entry of :math:`C`
+    (digits' per-class field, 1,797 centers, 32 segments: 0.64--0.81 ms per Hessian, against 1.39--1.54 ms centering
+    each :math:`h_r`). :math:`A = 2 \sum_g W_g M_g` and the :math:`P_r` term of :math:`C` per metric."""
+    projected, local, weights, spreads, mean_q, mean = work[1], work[2], work[3][0], work[3][1], work[4][2], work[5]
+    group_weights, group_q, group_shift = work[6][0], work[6][1], work[7]
     hessian_x, mixed, hessian_v = blocks[0], blocks[1], blocks[2]
-    group_weights, group_half_grad, group_shift, group_spread = work[6], work[7][0], work[7][1], work[8]
-    metrics, members, starts, sigma, own = kernel.metrics, kernel.members, kernel.starts, kernel.sigma, kernel.own_proximity
-    shifted = kernel.shifted
+    metrics, members, starts, sigma, own, shifted = kernel.metrics, kernel.members, kernel.starts, kernel.sigma, kernel.own_proximity, kernel.shifted
     n_centers, dim = kernel.centers.shape
     n = n_segments
     zero_blocks(n, blocks)
-    for i in range(dim):
-        for s in range(n):
-            mean[i, s] = 0.0
     for g in range(len(metrics)):
-        for s in range(n):
-            group_spread[g, s] = 0.0
-        for i in range(dim):
-            for s in range(n):
-                group_half_grad[g, i, s], group_shift[g, i, s] = 0.0, 0.0
-        for m in range(starts[g], starts[g + 1]):
-            r = members[m]
-            for s in range(n):
-                group_spread[g, s] += spreads[r, s]
-            for i in range(dim):
-                shift = shifted[r, i]
-                for s in range(n):
-                    group_half_grad[g, i, s] += weights[r, s] * half_grad[r, i, s]
-                    group_shift[g, i, s] += spreads[r, s] * shift
-        for i in range(dim):
-            for s in range(n):
-                mean[i, s] += group_half_grad[g, i, s]
-    for g in range(len(metrics)):
-        first = members[starts[g]]  # a_g = h_r + b_r - m for any of the metric's centers
         for i in range(dim):
             for j in range(i + 1):
-                shift_i, shift_j = shifted[first, i], shifted[first, j]
                 for s in range(n):
-                    a_i, a_j = half_grad[first, i, s] + shift_i - mean[i, s], half_grad[first, j, s] + shift_j - mean[j, s]
-                    hessian_x[i, j, s] += group_spread[g, s] * a_i * a_j - a_i * group_shift[g, j, s] - group_shift[g, i, s] * a_j
+                    a_i, a_j = projected[g, i, s] - mean[i, s], projected[g, j, s] - mean[j, s]
+                    group_term = group_weights[g, s] * a_i * a_j - a_i * group_shift[g, j, s] - group_shift[g, i, s] * a_j
+                    hessian_x[i, j, s] += (group_q[g, s] - mean_q[s]) * group_term
             for j in range(dim):
                 metric_ij = metrics[g, i, j]
                 for s in range(n):
-                    mixed[i, j, s] += (group_half_grad[g, i, s] - group_weights[g, s] * mean[i, s]) * local[g, j, s]
+                    a_i = projected[g, i, s] - mean[i, s]
+                    mixed[i, j, s] += (group_weights[g, s] * a_i - group_shift[g, i, s]) * local[g, j, s]
                     hessian_v[i, j, s] += group_weights[g, s] * metric_ij
             if own:
                 for j in range(i + 1):  # the P_r term, scaled by sigma^2 / 4 as the sum
                     metric_ij = metrics[g, i, j]
                     for s in range(n):
-                        hessian_x[i, j, s] -= (sigma / 2.0) * group_spread[g, s] * metric_ij
+                        hessian_x[i, j, s] -= (sigma / 2.0) * (group_q[g, s] - mean_q[s]) * group_weights[g, s] * metric_ij
+        for m in range(starts[g], starts[g + 1]):
+            r = members[m]
+            for s in range(n):
+                spreads[r, s] = weights[r, s] * (group_q[g, s] - mean_q[s])
     quads = n_centers // 4 * 4
     for r in range(0, quads, 4):  # four centers per pass over the block: a quarter of its loads and stores
         for i in range(dim):

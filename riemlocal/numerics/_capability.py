@@ -216,35 +216,37 @@ def polyline_quadratics(data, curves, offsets):
     r""":math:`d_s^T M(c_s + t d_s)\, d_s` for the segments :math:`d_s = c_{s+1} - c_s` of curves ``(n, N + 1, dim)``
     at the fractions ``offsets`` ``(k,)`` of each segment, ``(n, N, k)``; also whether every point succeeded.
 
-    Each curve relative to its first node (:func:`relative_to`, once for consecutive curves that start at the same
-    node: the legs from a point to every center), its points in blocks of ``QUADRATURE_BLOCK``
-    columns of :func:`curve_quadratics`, whose loops over the points vectorize.
+    Consecutive curves that start at the same node (the legs from a point to every center, the edges of a graph
+    from one node) form a run: the field relative to that node (:func:`relative_to`) once per run, the run's points in
+    blocks of ``QUADRATURE_BLOCK`` columns of :func:`curve_quadratics`, whose loops over the points vectorize.
     """
     n_curves, n_nodes, dim = curves.shape
     n_offsets = len(offsets)
-    out = np.empty((n_curves, n_nodes - 1, n_offsets))
+    per_curve = (n_nodes - 1) * n_offsets
+    out = np.empty(n_curves * per_curve)
     work, scratch = curve_work(data, QUADRATURE_BLOCK - 1), relative_scratch(data)
     points, vectors, block = np.empty((dim, QUADRATURE_BLOCK)), np.empty((dim, QUADRATURE_BLOCK)), np.empty(QUADRATURE_BLOCK)
-    total = (n_nodes - 1) * n_offsets
-    if n_curves == 0:
-        return out, True
-    relative = relative_to(data, curves[0, 0], scratch)
-    for c in range(n_curves):
-        if c and not np.array_equal(curves[c, 0], curves[c - 1, 0]):
-            relative = relative_to(data, curves[c, 0], scratch)
-        for lo in range(0, total, QUADRATURE_BLOCK):
-            n = min(QUADRATURE_BLOCK, total - lo)
+    first = 0
+    while first < n_curves:
+        last = first + 1
+        while last < n_curves and np.array_equal(curves[last, 0], curves[first, 0]):
+            last += 1
+        relative = relative_to(data, curves[first, 0], scratch)
+        for lo in range(first * per_curve, last * per_curve, QUADRATURE_BLOCK):
+            n = min(QUADRATURE_BLOCK, last * per_curve - lo)
             for column in range(n):
-                s, k = (lo + column) // n_offsets, (lo + column) % n_offsets
+                c, rest = (lo + column) // per_curve, (lo + column) % per_curve
+                s, k = rest // n_offsets, rest % n_offsets
                 for i in range(dim):
                     step = curves[c, s + 1, i] - curves[c, s, i]
-                    points[i, column] = (curves[c, s, i] - curves[c, 0, i]) + offsets[k] * step
+                    points[i, column] = (curves[c, s, i] - curves[first, 0, i]) + offsets[k] * step
                     vectors[i, column] = step
             if not curve_quadratics(relative, points, vectors, n, work, block):
-                return out, False
+                return out.reshape((n_curves, n_nodes - 1, n_offsets)), False
             for column in range(n):
-                out[c, (lo + column) // n_offsets, (lo + column) % n_offsets] = block[column]
-    return out, True
+                out[lo + column] = block[column]
+        first = last
+    return out.reshape((n_curves, n_nodes - 1, n_offsets)), True
 
 
 @cached_njit

@@ -17,7 +17,7 @@ import numpy as np
 from ..utils.validation import solve_spd
 from ._capability import QUADRATURE_MAX_DIM, compiled_data, polyline_quadratics
 
-__all__ = ["curve_energy", "laplacian_inverse_sqrt", "polyline_length", "refine", "initial_velocity", "trapezoid_energy"]
+__all__ = ["curve_energy", "laplacian_inverse_sqrt", "polyline_length", "refine", "initial_velocity", "segment_quadratics", "trapezoid_energy"]
 
 
 def curve_energy(field, curves, hessian=False):
@@ -161,12 +161,12 @@ def polyline_length(field, curves, subdivisions=1):
     ndarray of shape (...)
     """
     offsets = (np.arange(subdivisions)[:, None] + _GAUSS_NODES).ravel() / subdivisions  # (subdivisions * 4,) along a segment
-    squared = _segment_quadratics(field, curves, offsets) / subdivisions**2  # each piece's step is d / subdivisions
+    squared = segment_quadratics(field, curves, offsets) / subdivisions**2  # each piece's step is d / subdivisions
     speeds = np.sqrt(np.maximum(squared, 0.0)).reshape(curves.shape[:-2] + (-1, subdivisions, 4))
     return np.einsum("...nsk,k->...", speeds, _GAUSS_WEIGHTS)
 
 
-def _segment_quadratics(field, curves, offsets):
+def segment_quadratics(field, curves, offsets):
     """:math:`d^T M(c + t d) d` at the fractions ``offsets`` of every segment ``d`` of ``curves``, ``(..., N, k)``: compiled
     along each curve where the field declares it, up to ``QUADRATURE_MAX_DIM`` dimensions at any size
     (:func:`~riemlocal.numerics.polyline_quadratics`), else numpy."""

@@ -20,7 +20,7 @@ from scipy.sparse.csgraph import dijkstra
 from scipy.spatial import KDTree
 
 from ..utils.arrays import unique_rows
-from ._energy import polyline_length
+from ._energy import polyline_length, segment_quadratics
 
 __all__ = ["FieldLattice", "FIELD_LATTICE_MARGIN", "LATTICE_NODES", "CHECK_LATTICE_NODES", "SHARP_BLEND", "SHARP_OUTLIERS", "CHECK_BLEND", "REACH_CONTRAST", "REACH_FRACTION", "WAYPOINTS", "DETOURS", "GRAPH_NEIGHBOURS", "RESAMPLE_PIECES", "blend_sharpness", "center_graph", "center_legs", "cheap_reach", "detour_routes", "graph_routes", "lattice_alternatives", "lattice_routes", "resample", "sharp_blend", "shortest_path"]
 
@@ -100,10 +100,8 @@ def blend_sharpness(field):
     apart = np.isfinite(gap) & (gap > 0)  # a center whose nearest is a duplicate has no segment (no log(0))
     if not apart.any():
         return 0.0
-    direction = (centers[nearest] - centers)[apart]
-    points = centers[apart, None] + np.linspace(0.0, 1.0, _PROBES + 1)[:, None] * direction[:, None]
-    directions = np.broadcast_to(direction[:, None], points.shape)
-    speed = np.log(np.einsum("rkd,rkd->rk", directions, field.metric_vector_product(directions, points)))
+    segments = np.stack([centers, centers[nearest]], axis=1)[apart]
+    speed = np.log(segment_quadratics(field, segments, np.linspace(0.0, 1.0, _PROBES + 1))[:, 0])
     change = np.abs(np.diff(speed, axis=1))
     largest = change.max(axis=1)
     sharpness = np.divide(largest, change.sum(axis=1), out=np.zeros_like(largest), where=largest > SHARP_CHANGE)
