@@ -20,6 +20,7 @@ from riemlocal.distances import distance
 from riemlocal.learners import LDAMetric
 from riemlocal.numerics import EnergyLogSolver, polyline_length
 from riemlocal.numerics._solvers import CURVE_SUBDIVISIONS, JUMP_FACTOR, RANK_RESOLUTION, REACH_FRACTION, _object_array, _route_lengths
+from riemlocal.numerics import _routes as routes_module
 from riemlocal.numerics._routes import CHECK_BLEND, DETOURS, REACH_CONTRAST, GRAPH_NEIGHBOURS, WAYPOINTS, FieldLattice, blend_sharpness, center_graph, center_legs, cheap_reach, detour_routes, graph_routes, lattice_alternatives, resample, sharp_blend
 from riemlocal.placement import LocalMetrics
 from test_compiled import random_spd
@@ -386,6 +387,17 @@ def test_one_isolated_center_does_not_make_a_field_of_many_centers_sharp():
     metrics = np.array([np.eye(3), np.diag([2.0, 1.0, 1.0])] * 75 + [np.diag([4.0, 1.0, 1.0])])
     assert not sharp_blend(SmoothLocalField(centers, metrics))
     assert sharp_blend(SmoothLocalField(centers[-21:], metrics[-21:]))
+
+
+def test_the_fields_own_quadratures_over_workers_equal_those_in_one_process(monkeypatch):
+    """center_graph and blend_sharpness split their curves over the workers above PARALLEL_WORK: same values."""
+    rng = np.random.default_rng(5)
+    field = SmoothLocalField(rng.uniform(-2, 2, (30, 3)), np.repeat(random_spd(rng, 3, 3, condition=30.0), 10, axis=0), rho=2.0)
+    alone, sharpness = center_graph(field), blend_sharpness(field)
+    monkeypatch.setattr(routes_module, "PARALLEL_WORK", 0)
+    for expected, found in zip(alone, center_graph(field, n_jobs=2)):
+        np.testing.assert_allclose(found, expected, rtol=1e-14)
+    assert blend_sharpness(field, n_jobs=2) == pytest.approx(sharpness, rel=1e-12) and sharpness > 0.05
 
 
 def test_detour_routes_take_the_centers_with_the_shortest_legs_and_graph_routes_are_shortest_paths():

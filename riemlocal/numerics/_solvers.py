@@ -647,7 +647,7 @@ class EnergyLogSolver:
         rows = np.flatnonzero(hard)
         if not len(rows) or 8 * RETRY_FACTOR * self.n_segments > self.max_segments:
             return
-        self._of_field(center_graph)  # once, in this process: the workers get it with the solver
+        self._of_field(center_graph, self.n_jobs)  # once, over the workers: they get it with the solver
         n_workers = effective_n_jobs(self.n_jobs)
         n_tasks = 1 if n_workers == 1 else min(len(rows), SEARCH_TASKS_PER_WORKER * n_workers)
         tasks = np.array_split(rows, n_tasks)
@@ -728,18 +728,19 @@ class EnergyLogSolver:
         """The segments above which :meth:`_many_levels` holds."""
         return factor * (self.n_segments << (self.min_levels - 3)) * max(1.0, (RTOL / self.rtol) ** 0.25)
 
-    def _of_field(self, compute):
-        """``compute(field)`` (a function of the field alone), computed once per field of the solver."""
+    def _of_field(self, compute, *args):
+        """``compute(field, *args)`` (a function of the field alone: ``args`` such as workers do not change it), computed
+        once per field of the solver."""
         if self._per_field is None or self._per_field[0] is not self.field:
             self._per_field = (self.field, {})
         cache = self._per_field[1]
         if compute not in cache:
-            cache[compute] = compute(self.field)
+            cache[compute] = compute(self.field, *args)
         return cache[compute]
 
     def _sharpness(self):
         """:func:`~riemlocal.numerics._routes.blend_sharpness` of the field, computed once per field."""
-        return self._of_field(blend_sharpness)
+        return self._of_field(blend_sharpness, self.n_jobs)
 
     def _searched_field(self):
         """Whether every pair of the field is searched (above two dimensions) and checked: a sharp field
