@@ -21,7 +21,10 @@ it is run on iris only and on a random subset of ``--none-pairs`` pairs.
 Run: ``python benchmarks/bench_learned_fields.py [--datasets iris wine digits]
 [--max-condition none 10 100] [--n-jobs 2]``. Prints a markdown table.
 
-Measured with 2 workers on a quiet machine, seconds per direction: iris 8.2-8.3 / 14.1-14.5
+Measured with 2 workers on a quiet machine, seconds per direction, two runs: iris 6.2 / 6.9-7.4 at ``max_condition``
+10 and 12.6-12.7 / 11.9-12.1 at 100, wine 1.2 / 1.3 and 7.7-8.5 / 8.2-8.5, digits 7.3-7.5 / 6.3-6.6 and 10.1-10.3 /
+9.4-9.5, all certified, after the shared evaluators stopped storing every center's ``h_r`` and the digits field's
+graph and sharpness ran over the workers. Before: iris 8.2-8.3 / 14.1-14.5
 at ``max_condition`` 10 / 100, wine 1.3-1.5 / 8.9-9.1; all certified (iris 8.0-8.1 / 14.7-15.7, wine 1.5-1.7 / 9.4-10.1
 before ``LOG_GUARD`` and the shared-metric Hessian; before the search's unchanged rows kept
 their measured curves: iris 10.6-11.1 / 19.3-19.6, wine 1.8-2.2 / 11.2-11.4). Iris was 1.5-2.4 / 9.2-9.4 before every
@@ -29,7 +32,7 @@ pair of its field was searched (``cheap_reach``: 2 and 20 of its distances were 
 long); wine was 1.9-2.3 / 13.5-13.9 before the legs to the centers were computed once per point (before the route search ran over the
 workers, per-class fields evaluated each distinct metric once and curve lengths were compiled above 5
 dimensions: iris 4.9-5.8 / 48, wine 6.7-7.0 / 92).
-Digits (10-D, 1797 centers) 13.8-15.5 / 10.3-11.7 at 10 and 21.1 / 19.8 at 100, all certified (17.8 / 13.0 and 22.9 / 20.7 before
+Digits (10-D, 1797 centers) then 13.8-15.5 / 10.3-11.7 at 10 and 21.1 / 19.8 at 100, all certified (17.8 / 13.0 and 22.9 / 20.7 before
 the shared-metric Hessian; 16.7 / 12.0 and 19.7 / 17.7 before ``LOG_GUARD``, with four directions at 100 certified
 1.5-2.2e-6 off); about half an hour while one
 isolated center made its blend sharp (0.86), so that every pair was searched (``SHARP_OUTLIERS``).

@@ -353,7 +353,7 @@ class EnergyLogSolver:
         Levels solved before a pair may stop. With 4, the estimate also covers the change of the sixth-order value
         from the level before: three levels can agree by coincidence where the coarsest is not yet in the
         expansion's regime (:func:`~riemlocal.numerics.extrapolate_levels`). With 3, a pair whose Log vector's
-        estimate at the third level exceeds ``LOG_GUARD * rtol`` (a sign of that) solves the fourth level as well. On 3,420
+        estimate from the third level on exceeds ``LOG_GUARD * rtol`` (a sign of that) solves the next level as well. On 3,420
         pairs of random smooth fields (D = 2, 3 and 6, Wishart metrics with a ridge of 0.05, rho 0.3--3), 9 distances
         certified at 3 levels were 1 to 3.3 times ``rtol`` off (26, up to 8.3, without ``LOG_GUARD``; the others that
         differ from a 256-segment reference are on a neighbouring route), none at 4, whose Logs and distances cost
@@ -974,7 +974,7 @@ class EnergyLogSolver:
                 dist_error, log_error = estimates(value, error, unresolved, base_metric[subset])
                 return (dist_error <= self.rtol) & (log_error <= log_rtol)
 
-            def doubtful(value, error, unresolved, subset):  # the Log vector's levels disagree: a fourth level
+            def doubtful(value, error, unresolved, subset):  # the Log vector's levels disagree: another level
                 return estimates(value, error, unresolved, base_metric[subset])[1] > LOG_GUARD * self.rtol
 
             result = extrapolate_levels(
