@@ -35,7 +35,7 @@ from ..utils.optimize import ARMIJO, MAX_BACKTRACKS, MAX_STALLS, ROUND_OFF
 from ._capability import curve_hessian, curve_terms, curve_trapezoid, curve_work, point_metric, point_work, relative_scratch, relative_to
 from ._cholesky import block_tridiagonal_solve, cholesky_factor, cholesky_solve, forward_substitution
 from ._energy import laplacian_inverse_sqrt
-from ._minimize import _DAMPING, COARSE_TOL_FACTOR, ERROR_SAFETY, LOG_GUARD, RESOLVED_RATIO, STALL_FACTOR, UNRESOLVED, geometric_error
+from ._minimize import _DAMPING, COARSE_TOL_FACTOR, ERROR_SAFETY, RESOLVED_RATIO, STALL_FACTOR, UNRESOLVED, geometric_error, guard_level
 
 __all__ = ["laplacian_levels", "compiled_log_pairs", "OK", "FAILED", "NEEDS_LEVEL"]
 
@@ -474,7 +474,7 @@ def _levels(data, n_segments, step, start, max_segments, rtol, log_rtol, tol, ma
             unresolved = gap if level == 1 else (0.0 if previous_gap >= RESOLVED_RATIO * gap else gap)
             previous_gap = gap
         dist_error, log_error = _estimates(value, error, unresolved, base_metric)
-        doubtful = level >= 2 and log_error > LOG_GUARD * rtol  # another level (LOG_GUARD)
+        doubtful = level >= 2 and log_error > guard_level(level) * rtol  # another level (LOG_GUARD)
         if 2 * n_segments > max_segments or (level >= min_levels - 1 and dist_error <= rtol and log_error <= log_rtol and not doubtful):
             return OK, dist_error, log_error, level, n_segments, optimized
         older = previous[0, 0]  # the raw length two levels back, from the next level on

@@ -62,9 +62,21 @@ RATE_SLACK = 0.25
 # coincidence): on benchmarks/bench_certificate.py's 3,420 Wishart-field pairs the distances certified more than rtol
 # off fell from 26 (up to 8.3 rtol) to 9 (3.3) with the guard at the third level alone; 262 of its 6,540 pairs took
 # more levels (255 one more), and distances of bench_geodesics' fields cost 2-3% more at D = 2 and 10 (none measurable
-# at 20). At the fourth level too: wine's per-class LMNN field at max_condition=1000 had directions certified at 64
-# segments 4.2-6.7 rtol off (Log estimates 42-90 rtol, within log_rtol), all within 0.16 rtol with it
+# at 20). Past the third level the Log estimate should have fallen like the square of the segments' length, so the
+# guard there is 4 times that of the level before (guard_level): wine's per-class LMNN field at max_condition=1000 had
+# directions certified at 64 segments 4.2-6.7 rtol off (Log estimates 42-90 rtol, within log_rtol), all within
+# 0.16 rtol with it. With 5 rtol at every level, the matrices of bench_learned_fields at max_condition=100 took up to
+# 1.7 times as long (digits 17.7 against 10.1-10.3 s, wine 13.6 against 7.7-8.5 s): pairs pushed to 128 segments count
+# as hard and are searched
 LOG_GUARD = 5.0
+
+
+@refcount_free
+def guard_level(level):
+    """``LOG_GUARD`` at the level (counted from 0; the third is 2), times 4 for every level past the third."""
+    return LOG_GUARD * 4.0 ** (level - 2)
+
+
 UNRESOLVED = 1e-8  #: curves this short (relative to their coordinates) stay straight: round-off hides their geometry
 _DAMPING = 10.0 ** np.arange(-3, 5)  # Levenberg--Marquardt shifts tried where the energy Hessian is indefinite
 
@@ -436,7 +448,7 @@ def extrapolate_levels(
     are short of the expansion's regime. With ``min_levels`` above 3, from that level on
     the estimate also covers the change of the value from the level before (three levels
     can agree by coincidence); with three, the problems accepted from the third level on that
-    ``doubtful(value, error, unresolved, rows)`` flags solve the next level (not where L-BFGS minimizes lengths
+    ``doubtful(value, error, unresolved, rows, level)`` flags solve the next level (not where L-BFGS minimizes lengths
     alone: its leftover moves the other measures to first order). That expansion, and the estimate, hold only where
     the segments resolve the metric; where the relative gap between the
     trapezoid and the midpoint energy (:func:`trapezoid_energy`) does not
@@ -464,8 +476,8 @@ def extrapolate_levels(
     min_levels : int, default=3
         Levels solved before a problem may stop.
     doubtful : callable, optional
-        ``doubtful(value, error, unresolved, rows)`` -> boolean ``(len(rows),)``: problems that need another level
-        although ``accept`` holds, from the third on.
+        ``doubtful(value, error, unresolved, rows, level)`` -> boolean ``(len(rows),)``: problems that need another
+        level although ``accept`` holds, from the third (``level`` 2, counted from 0) on.
     lengths_only : bool, default=False
         Only energies (lengths) are measured. They are second order in the
         curves, so the minimizer's leftover does not matter to them: finer
@@ -530,7 +542,7 @@ def extrapolate_levels(
         if level >= min_levels - 1:
             accepted = accept(value[rows], error[rows], unresolved[rows], rows)
             if level >= 2 and doubtful is not None and not (lengths_only and level_method == "lbfgs"):
-                accepted &= ~doubtful(value[rows], error[rows], unresolved[rows], rows)
+                accepted &= ~doubtful(value[rows], error[rows], unresolved[rows], rows, level)
             done |= accepted
         if done.all():
             return Extrapolation(value, error, unresolved, finest, segments, n_iter, optimized)

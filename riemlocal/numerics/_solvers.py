@@ -34,7 +34,7 @@ from ..utils.validation import broadcast_flat, check_bool, check_int, check_n_jo
 from ._capability import compiled_data
 from ._compiled_log import FAILED, NEEDS_LEVEL, compiled_log_pairs, laplacian_levels
 from ._energy import curve_energy, initial_velocity, polyline_length, refine
-from ._minimize import LOG_GUARD, METHODS, UNRESOLVED, extrapolate_levels, resolve_method
+from ._minimize import METHODS, UNRESOLVED, extrapolate_levels, guard_level, resolve_method
 from ._routes import CHECK_BLEND, CHECK_LATTICE_NODES, DETOURS, REACH_FRACTION, SHARP_BLEND, FieldLattice, blend_sharpness, center_graph, center_legs, cheap_reach, detour_routes, graph_routes, lattice_alternatives, lattice_routes, resample, shortest_path
 from ._riders import EQUATIONS, rider_rhs, rider_width
 from ._runge_kutta import compiled_dormand_prince, dormand_prince
@@ -353,11 +353,12 @@ class EnergyLogSolver:
         Levels solved before a pair may stop. With 4, the estimate also covers the change of the sixth-order value
         from the level before: three levels can agree by coincidence where the coarsest is not yet in the
         expansion's regime (:func:`~riemlocal.numerics.extrapolate_levels`). With 3, a pair whose Log vector's
-        estimate from the third level on exceeds ``LOG_GUARD * rtol`` (a sign of that) solves the next level as well. On 3,420
-        pairs of random smooth fields (D = 2, 3 and 6, Wishart metrics with a ridge of 0.05, rho 0.3--3), 9 distances
-        certified at 3 levels were 1 to 3.3 times ``rtol`` off (26, up to 8.3, without ``LOG_GUARD``; the others that
-        differ from a 256-segment reference are on a neighbouring route), none at 4, whose Logs and distances cost
-        1.7--1.8 times as much (D = 2, 10 and 20).
+        estimate exceeds ``LOG_GUARD * rtol`` at the third level, 4 times that at each level after (a sign of that),
+        solves the next level as well. On 3,420
+        pairs of random smooth fields (D = 2, 3 and 6, Wishart metrics with a ridge of 0.05, rho 0.3--3), 3 distances
+        certified at 3 levels were 1 to 1.5 times ``rtol`` off (26, up to 8.3, without ``LOG_GUARD``, 9, up to 3.3, with
+        it at the third level only; the others that differ from a 256-segment reference are on a neighbouring route),
+        none at 4, whose Logs and distances cost 1.7--1.8 times as much (D = 2, 10 and 20).
 
     Attributes
     ----------
@@ -974,8 +975,8 @@ class EnergyLogSolver:
                 dist_error, log_error = estimates(value, error, unresolved, base_metric[subset])
                 return (dist_error <= self.rtol) & (log_error <= log_rtol)
 
-            def doubtful(value, error, unresolved, subset):  # the Log vector's levels disagree: another level
-                return estimates(value, error, unresolved, base_metric[subset])[1] > LOG_GUARD * self.rtol
+            def doubtful(value, error, unresolved, subset, level):  # the Log vector's levels disagree: another level
+                return estimates(value, error, unresolved, base_metric[subset])[1] > guard_level(level) * self.rtol
 
             result = extrapolate_levels(
                 self.field,
