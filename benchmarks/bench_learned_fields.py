@@ -21,10 +21,12 @@ it is run on iris only and on a random subset of ``--none-pairs`` pairs.
 Run: ``python benchmarks/bench_learned_fields.py [--datasets iris wine digits]
 [--max-condition none 10 100] [--n-jobs 2]``. Prints a markdown table.
 
-Measured with 2 workers on a quiet machine, seconds per direction, two runs: iris 6.2 / 6.9-7.4 at ``max_condition``
-10 and 12.6-12.7 / 11.9-12.1 at 100, wine 1.2 / 1.3 and 7.7-8.5 / 8.2-8.5, digits 7.3-7.5 / 6.3-6.6 and 10.1-10.3 /
-9.4-9.5, all certified, after the shared evaluators stopped storing every center's ``h_r`` and the digits field's
-graph and sharpness ran over the workers. Before: iris 8.2-8.3 / 14.1-14.5
+Measured with 2 workers on a quiet machine, seconds per direction, two to four runs: iris 6.0-6.2 / 7.1-7.3 at
+``max_condition`` 10 and 12.6-12.7 / 12.8-14.0 at 100, wine 1.1-1.2 / 1.2-1.4 and 7.8 / 8.0-8.2, digits 7.2-7.7 /
+6.4-7.1 (one run of four 10.2 / 6.8) and 10.7 / 10.3-10.6, all certified, after the shared evaluators stopped storing
+every center's ``h_r``, the digits field's graph and sharpness ran over the workers and ``LOG_GUARD`` held past the
+third level (before it: digits 7.3-7.5 / 6.3-6.6 and 10.1-10.3 / 9.4-9.5, iris 12.6-12.7 / 11.9-12.1 at 100, wine
+7.7-8.5 / 8.2-8.5 at 100). Before: iris 8.2-8.3 / 14.1-14.5
 at ``max_condition`` 10 / 100, wine 1.3-1.5 / 8.9-9.1; all certified (iris 8.0-8.1 / 14.7-15.7, wine 1.5-1.7 / 9.4-10.1
 before ``LOG_GUARD`` and the shared-metric Hessian; before the search's unchanged rows kept
 their measured curves: iris 10.6-11.1 / 19.3-19.6, wine 1.8-2.2 / 11.2-11.4). Iris was 1.5-2.4 / 9.2-9.4 before every
