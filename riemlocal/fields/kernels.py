@@ -303,14 +303,14 @@ def load_columns(points, vectors, n, work):
 
 
 @refcount_free
-def blend_quadratics(work, n_centers, n, out):
-    r""":math:`\sum_r w_r q_r` at the first ``n`` points of the curve work (after its weights) into ``out``."""
-    weights, quadratics = work[3][0], work[3][1]
+def blend_quadratics(weights, quadratics, n, out):
+    r""":math:`\sum_k w_k q_k` over the rows of ``weights`` and ``quadratics`` at their first ``n`` columns into ``out``
+    (per center, or per metric with :math:`W_g` and :math:`q_g`)."""
     for s in range(n):
         out[s] = 0.0
-    for r in range(n_centers):
+    for k in range(len(weights)):
         for s in range(n):
-            out[s] += weights[r, s] * quadratics[r, s]
+            out[s] += weights[k, s] * quadratics[k, s]
 
 
 @refcount_free
@@ -320,7 +320,7 @@ def rbf_curve_quadratics(kernel, points, vectors, n, work, out):
     load_columns(points, vectors, n, work)
     if not _curve_weights(kernel, work[0][1], n, work):
         return False
-    blend_quadratics(work, len(kernel.centers), n, out)
+    blend_quadratics(work[3][0], work[3][1], n, out)
     return True
 
 

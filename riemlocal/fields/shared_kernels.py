@@ -26,6 +26,7 @@ from ..numerics import register_evaluators
 from ..utils.compiled import cached_njit, refcount_free
 from .kernels import (
     RBFKernel,
+    blend_quadratics,
     load_columns,
     load_nodes,
     load_segments,
@@ -152,17 +153,6 @@ def _curve_weights(kernel, n, work, shifts):
 
 
 @refcount_free
-def _blend_quadratics(kernel, n, work, out):
-    r""":math:`\sum_g W_g q_g` at the first ``n`` points of the curve work (after its weights) into ``out``."""
-    group_weights, group_q = work[6][0], work[6][1]
-    for s in range(n):
-        out[s] = 0.0
-    for g in range(len(kernel.metrics)):
-        for s in range(n):
-            out[s] += group_weights[g, s] * group_q[g, s]
-
-
-@refcount_free
 def shared_curve_terms(kernel, curve, work, terms):
     r""":func:`~riemlocal.fields.kernels.rbf_curve_terms` (:math:`M d` and :math:`\nabla_x f` at every segment of a curve)
     metric by metric: the centers of metric :math:`g` have :math:`h_r = P_g x - b_r` and :math:`q_r = q_g`, so
@@ -182,7 +172,7 @@ def shared_curve_terms(kernel, curve, work, terms):
     n = load_segments(curve, work)
     if not _curve_weights(kernel, n, work, True):
         return False
-    _blend_quadratics(kernel, n, work, mean_q)
+    blend_quadratics(work[6][0], work[6][1], n, mean_q)
     for i in range(dim):
         for s in range(n):
             metric_v[i, s], gradient[i, s], mean[i, s] = 0.0, 0.0, 0.0
@@ -218,7 +208,7 @@ def shared_curve_quadratics(kernel, points, vectors, n, work, out):
     load_columns(points, vectors, n, work)
     if not _curve_weights(kernel, n, work, False):
         return False
-    _blend_quadratics(kernel, n, work, out)
+    blend_quadratics(work[6][0], work[6][1], n, out)
     return True
 
 
