@@ -398,6 +398,7 @@ def test_the_fields_own_quadratures_over_workers_equal_those_in_one_process(monk
     for expected, found in zip(alone, center_graph(field, n_jobs=2)):
         np.testing.assert_allclose(found, expected, rtol=1e-14)
     assert blend_sharpness(field, n_jobs=2) == pytest.approx(sharpness, rel=1e-12) and sharpness > 0.05
+    assert [len(part) for part in center_graph(ConstantField(np.eye(3)), n_jobs=2)] == [0, 0, 0, 0]  # no centers
 
 
 def test_detour_routes_take_the_centers_with_the_shortest_legs_and_graph_routes_are_shortest_paths():

@@ -293,7 +293,8 @@ def center_graph(field, n_jobs=None):
     nearest = KDTree(centers).query(centers, n_neighbours + 1)[1][:, 1:] if n_neighbours > 0 else np.empty((len(centers), 0), dtype=int)
     first, second = np.repeat(np.arange(len(centers)), n_neighbours), nearest.ravel()
     first, second = np.unique(np.sort(np.stack([first, second], axis=1), axis=1), axis=0).T  # each edge once
-    weights = _over_workers(polyline_length, field, np.stack([centers[first], centers[second]], axis=1), n_jobs, 2)
+    edges = np.stack([centers[first], centers[second]], axis=1)
+    weights = _over_workers(polyline_length, field, edges, n_jobs, 2) if len(edges) else np.zeros(0)
     return centers, first, second, weights
 
 
