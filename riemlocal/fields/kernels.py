@@ -271,11 +271,11 @@ def load_nodes(curve, work):
 
 
 @refcount_free
-def trapezoid_sum(n_centers, n, work):
-    r""":math:`\tfrac{N}{2} \sum_s \sum_r (w_r(c_s) + w_r(c_{s+1}))\, q_r(d_s)` from the curve work's weights at the nodes."""
-    weights, quadratics = work[3][0], work[3][1]
+def trapezoid_sum(weights, quadratics, n):
+    r""":math:`\tfrac{N}{2} \sum_s \sum_k (w_k(c_s) + w_k(c_{s+1}))\, q_k(d_s)` over the rows of ``weights`` (at the
+    nodes) and ``quadratics`` (per center, or per metric with :math:`W_g` and :math:`q_g`)."""
     total = 0.0
-    for r in range(n_centers):
+    for r in range(len(weights)):
         for s in range(n):
             total += (weights[r, s] + weights[r, s + 1]) * quadratics[r, s]
     return 0.5 * n * total
@@ -291,7 +291,7 @@ def rbf_curve_trapezoid(kernel, curve, work):
     n = load_nodes(curve, work)
     if not _curve_weights(kernel, work[0][1], n + 1, work):
         return np.nan
-    return trapezoid_sum(len(kernel.centers), n, work)
+    return trapezoid_sum(work[3][0], work[3][1], n)
 
 
 @refcount_free

@@ -32,6 +32,7 @@ from .kernels import (
     load_segments,
     scale_blocks,
     softmax_scores,
+    trapezoid_sum,
     rbf_acceleration,
     rbf_acceleration_derivative,
     rbf_point_metric,
@@ -172,7 +173,7 @@ def shared_curve_terms(kernel, curve, work, terms):
     n = load_segments(curve, work)
     if not _curve_weights(kernel, n, work, True):
         return False
-    blend_quadratics(work[6][0], work[6][1], n, mean_q)
+    blend_quadratics(group_weights, group_q, n, mean_q)
     for i in range(dim):
         for s in range(n):
             metric_v[i, s], gradient[i, s], mean[i, s] = 0.0, 0.0, 0.0
@@ -191,15 +192,10 @@ def shared_curve_terms(kernel, curve, work, terms):
 def shared_curve_trapezoid(kernel, curve, work):
     r""":func:`~riemlocal.fields.kernels.rbf_curve_trapezoid` (the trapezoid energy of a curve; NaN on failure):
     :math:`\tfrac{N}{2} \sum_s \sum_g (W_g(c_s) + W_g(c_{s+1}))\, q_g(d_s)`."""
-    group_weights, group_q = work[6][0], work[6][1]
     n = load_nodes(curve, work)
     if not _curve_weights(kernel, n + 1, work, False):
         return np.nan
-    total = 0.0
-    for g in range(len(kernel.metrics)):
-        for s in range(n):
-            total += (group_weights[g, s] + group_weights[g, s + 1]) * group_q[g, s]
-    return 0.5 * n * total
+    return trapezoid_sum(work[6][0], work[6][1], n)
 
 
 @refcount_free

@@ -14,15 +14,15 @@ at D = 5 on nearly piecewise-constant blends), so the solver minimizes every can
 before it compares them.
 """
 
+import functools
+
 import numpy as np
-from joblib import effective_n_jobs
 from scipy.sparse import coo_array
 from scipy.sparse.csgraph import dijkstra
 from scipy.spatial import KDTree
 
 from ..utils.arrays import unique_rows
-from ..utils.parallel import parallel_map
-from ..utils.validation import check_n_jobs
+from ..utils.parallel import map_chunks
 from ._energy import polyline_length, segment_quadratics
 
 __all__ = ["FieldLattice", "FIELD_LATTICE_MARGIN", "LATTICE_NODES", "CHECK_LATTICE_NODES", "SHARP_BLEND", "SHARP_OUTLIERS", "CHECK_BLEND", "REACH_CONTRAST", "REACH_FRACTION", "WAYPOINTS", "DETOURS", "GRAPH_NEIGHBOURS", "RESAMPLE_PIECES", "blend_sharpness", "center_graph", "center_legs", "cheap_reach", "detour_routes", "graph_routes", "lattice_alternatives", "lattice_routes", "resample", "sharp_blend", "shortest_path"]
@@ -299,12 +299,15 @@ def center_graph(field, n_jobs=None):
 
 
 def _over_workers(function, field, curves, n_jobs, *args):
-    """``function(field, curves, *args)`` on one part of the ``curves`` per worker (joblib), concatenated, where there
-    are ``PARALLEL_WORK`` curves times centers; else in this process."""
-    n_parts = effective_n_jobs(check_n_jobs(n_jobs)) if len(curves) * len(field.centers) >= PARALLEL_WORK else 1
-    if n_parts == 1:
-        return function(field, curves, *args)
-    return np.concatenate(parallel_map(function, [(field, part, *args) for part in np.array_split(curves, n_parts)], n_jobs))
+    """``function(field, curves, *args)`` on one part of the ``curves`` per worker (:func:`~riemlocal.utils.parallel.map_chunks`)
+    where there are ``PARALLEL_WORK`` curves times centers; else in this process."""
+    n_jobs = n_jobs if len(curves) * len(field.centers) >= PARALLEL_WORK else 1
+    return map_chunks(functools.partial(_one_output, function, field, args), (curves,), len(curves), n_jobs, False, None)[0]
+
+
+def _one_output(function, field, args, curves):
+    """``function(field, curves, *args)`` as the one output of a :func:`~riemlocal.utils.parallel.map_chunks` solve."""
+    return (function(field, curves, *args),)
 
 
 def center_legs(field, points, graph):

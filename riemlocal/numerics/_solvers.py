@@ -29,8 +29,8 @@ from sklearn.exceptions import ConvergenceWarning
 
 from ..learners import CONDITION_WARNING, condition_numbers
 from ..utils.arrays import unique_rows
-from ..utils.parallel import parallel_map
-from ..utils.validation import broadcast_flat, check_bool, check_int, check_n_jobs, check_option, check_positive, check_tolerance
+from ..utils.parallel import map_chunks, parallel_map
+from ..utils.validation import broadcast_flat, check_bool, check_int, check_option, check_positive, check_tolerance
 from ._capability import compiled_data
 from ._compiled_log import FAILED, NEEDS_LEVEL, compiled_log_pairs, laplacian_levels
 from ._energy import curve_energy, initial_velocity, polyline_length, refine
@@ -127,19 +127,6 @@ def _distinct_pairs(x, y, symmetric):
     return first, inverse, reverse != reverse[first][inverse], (points, a[first], b[first])
 
 
-def _map_chunks(solve, arrays, chunk_size, n_jobs, verbose, description):
-    """``solve(*chunk)`` on chunks of at most ``chunk_size`` rows of ``arrays`` (a tuple, rows aligned), at least one
-    per worker (joblib); outputs concatenated."""
-    n_rows, n_jobs = len(arrays[0]), check_n_jobs(n_jobs)
-    n_workers = 1 if n_rows == 1 else effective_n_jobs(n_jobs)  # no worker would share one row
-    if n_rows <= chunk_size and not verbose and n_workers == 1:  # one chunk, in this process
-        return list(solve(*arrays))
-    size = max(1, min(chunk_size, -(-n_rows // n_workers)))
-    chunks = [slice(i, i + size) for i in range(0, n_rows, size)]
-    parts = parallel_map(solve, [tuple(array[c] for array in arrays) for c in chunks], n_jobs, verbose, description)
-    return [np.concatenate(outputs) for outputs in zip(*parts)]
-
-
 class ODEExpSolver:
     """Exp and geodesics from an initial velocity, by Dormand--Prince 5(4) integration (a step size per geodesic).
 
@@ -194,7 +181,7 @@ class ODEExpSolver:
         def solve(v, x):
             return (self._integrate(v, x, (1.0,))[:, 0],)
 
-        (end,) = _map_chunks(solve, (v, x), self.chunk_size, self.n_jobs, self.verbose, "Exp (initial-value problems)")
+        (end,) = map_chunks(solve, (v, x), self.chunk_size, self.n_jobs, self.verbose, "Exp (initial-value problems)")
         return end.reshape(shape + (self.field.dim,))
 
     def geodesic_ivp(self, tangent_vec, base_point):
@@ -246,7 +233,7 @@ class ODEExpSolver:
             return (states[:, position, 2 * dim :],)
 
         initial = np.concatenate([tangent_vec, riders], axis=1)
-        (carried,) = _map_chunks(solve, (base_point, initial), self.chunk_size, self.n_jobs, self.verbose, "along geodesics")
+        (carried,) = map_chunks(solve, (base_point, initial), self.chunk_size, self.n_jobs, self.verbose, "along geodesics")
         return carried
 
 
@@ -482,7 +469,7 @@ class EnergyLogSolver:
             return self._solve_chunk(point, base_point, log_rtol)
 
         y_pairs, x_pairs = y[first], x[first]  # the distinct pairs
-        outputs = _map_chunks(
+        outputs = map_chunks(
             solve_chunk, (y_pairs, x_pairs), self.chunk_size, self.n_jobs, self.verbose, "geodesic boundary-value problems"
         )
         certified, searched = self._assess(outputs, log_rtol)[0], self._searched_field()
@@ -600,12 +587,12 @@ class EnergyLogSolver:
         return retry._map_pairs(point, base_point, log_rtol, curves, "geodesics from other routes")
 
     def _map_pairs(self, point, base_point, log_rtol, starts, description):
-        """:meth:`_solve_pairs` on chunks of the pairs over the solver's workers (:func:`_map_chunks`)."""
+        """:meth:`_solve_pairs` on chunks of the pairs over the solver's workers (:func:`~riemlocal.utils.parallel.map_chunks`)."""
 
         def solve(point, base_point, starts):
             return self._solve_pairs(point, base_point, log_rtol, starts)
 
-        return tuple(_map_chunks(solve, (point, base_point, starts), self.chunk_size, self.n_jobs, False, description))
+        return tuple(map_chunks(solve, (point, base_point, starts), self.chunk_size, self.n_jobs, False, description))
 
     def _search_routes(self, outputs, point, base_point, log_rtol, hard, certified, far):
         """Hard pairs: solve again from the best routes of a cheap global search, keep the better answer.
@@ -888,7 +875,7 @@ class EnergyLogSolver:
         if new:
             measure = functools.partial(_segment_lengths, self.field, subdivisions)
             n_jobs = self.n_jobs if len(new) > self.chunk_size else 1  # over the workers only where that pays
-            segments, finer = _map_chunks(measure, (np.stack(new),), len(new), n_jobs, False, "curve lengths")
+            segments, finer = map_chunks(measure, (np.stack(new),), len(new), n_jobs, False, "curve lengths")
             lengths = segments.sum(axis=1)
             if subdivisions > 1:  # an uncertified curve's length bounds the distance where a finer quadrature agrees
                 lengths = np.where(np.abs(finer - lengths) <= CURVE_GAP * finer, lengths, np.inf)

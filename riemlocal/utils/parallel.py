@@ -2,13 +2,14 @@
 
 import functools
 
+import numpy as np
 from joblib import Parallel, delayed, effective_n_jobs
 from threadpoolctl import ThreadpoolController
 from tqdm.auto import tqdm
 
 from .validation import check_n_jobs
 
-__all__ = ["parallel_imap", "parallel_map", "one_blas_thread", "with_one_blas_thread"]
+__all__ = ["map_chunks", "parallel_imap", "parallel_map", "one_blas_thread", "with_one_blas_thread"]
 
 
 def one_blas_thread():
@@ -54,6 +55,19 @@ def parallel_map(function, tasks, n_jobs=None, verbose=False, description=None):
     """``[function(*task) for task in tasks]`` by :func:`parallel_imap`; ``verbose`` shows a tqdm bar."""
     tasks = list(tasks)
     return list(tqdm(parallel_imap(function, tasks, n_jobs), total=len(tasks), desc=description, disable=not verbose))
+
+
+def map_chunks(solve, arrays, chunk_size, n_jobs, verbose, description):
+    """``solve(*chunk)`` on chunks of at most ``chunk_size`` rows of ``arrays`` (a tuple, rows aligned), at least one
+    per worker (joblib); outputs concatenated."""
+    n_rows, n_jobs = len(arrays[0]), check_n_jobs(n_jobs)
+    n_workers = 1 if n_rows == 1 else effective_n_jobs(n_jobs)  # no worker would share one row
+    if n_rows <= chunk_size and not verbose and n_workers == 1:  # one chunk, in this process
+        return list(solve(*arrays))
+    size = max(1, min(chunk_size, -(-n_rows // n_workers)))
+    chunks = [slice(i, i + size) for i in range(0, n_rows, size)]
+    parts = parallel_map(solve, [tuple(array[c] for array in arrays) for c in chunks], n_jobs, verbose, description)
+    return [np.concatenate(outputs) for outputs in zip(*parts)]
 
 
 def _single_threaded(function, task, limit):
