@@ -377,13 +377,15 @@ def test_log_converges_at_sixth_order_under_tight_tolerances(random_space, metho
     assert errors[2] < 5e-10
 
 
-@pytest.mark.parametrize("n_segments", [2, 3, 16, 33])
+@pytest.mark.parametrize("n_segments", [2, 3, 16, 33, 2048])
 def test_laplacian_inverse_sqrt_squares_to_the_inverse_laplacian(n_segments):
-    root = laplacian_inverse_sqrt(n_segments)
+    root, square_root = laplacian_inverse_sqrt(n_segments), laplacian_inverse_sqrt(n_segments, inverse=True)
     laplacian = 2 * np.eye(n_segments - 1) - np.eye(n_segments - 1, k=1) - np.eye(n_segments - 1, k=-1)
     np.testing.assert_allclose(root, root.T, atol=1e-14)
     assert np.all(np.linalg.eigvalsh(root) > 0)
-    np.testing.assert_allclose(root @ root @ laplacian, np.eye(n_segments - 1), atol=1e-10)
+    np.testing.assert_allclose(square_root @ square_root, laplacian, atol=1e-13)  # the dense product S Lambda S: 7e-13 at 2048
+    np.testing.assert_allclose(root @ square_root, np.eye(n_segments - 1), atol=1e-12)
+    np.testing.assert_allclose(root @ root @ laplacian, np.eye(n_segments - 1), atol=1e-10 * n_segments)
 
 
 @pytest.mark.parametrize(
