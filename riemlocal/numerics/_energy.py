@@ -19,7 +19,7 @@ import scipy.linalg
 from ..utils.validation import solve_spd
 from ._capability import QUADRATURE_MAX_DIM, compiled_data, polyline_quadratics
 
-__all__ = ["curve_energy", "laplacian_inverse_sqrt", "polyline_length", "refine", "initial_velocity", "segment_quadratics", "trapezoid_energy"]
+__all__ = ["curve_energy", "laplacian_inverse_sqrt", "polyline_length", "refine", "initial_velocity", "segment_lengths", "segment_quadratics", "trapezoid_energy"]
 
 
 def curve_energy(field, curves, hessian=False):
@@ -166,10 +166,15 @@ def polyline_length(field, curves, subdivisions=1):
     -------
     ndarray of shape (...)
     """
+    return segment_lengths(field, curves, subdivisions).sum(axis=-1)
+
+
+def segment_lengths(field, curves, subdivisions=1):
+    """The lengths of the segments of polylines ``(..., N + 1, dim)``, ``(..., N)``: the terms of :func:`polyline_length`."""
     offsets = (np.arange(subdivisions)[:, None] + _GAUSS_NODES).ravel() / subdivisions  # (subdivisions * 4,) along a segment
     squared = segment_quadratics(field, curves, offsets) / subdivisions**2  # each piece's step is d / subdivisions
     speeds = np.sqrt(np.maximum(squared, 0.0)).reshape(curves.shape[:-2] + (-1, subdivisions, 4))
-    return np.einsum("...nsk,k->...", speeds, _GAUSS_WEIGHTS)
+    return np.einsum("...nsk,k->...n", speeds, _GAUSS_WEIGHTS)
 
 
 def segment_quadratics(field, curves, offsets):
