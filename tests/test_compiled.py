@@ -30,6 +30,7 @@ from riemlocal.numerics import (
     polyline_length,
     trapezoid_energy,
 )
+from riemlocal.numerics._energy import segment_lengths
 from riemlocal.utils.compiled import exp_nonpositive
 
 
@@ -191,8 +192,8 @@ def test_compiled_riders_equal_numpy_path(dim, equation):
 @pytest.mark.parametrize("dim", [1, 4])
 def test_compiled_polyline_length_equals_numpy(dim):
     """Curve lengths by the compiled quadrature (``polyline_quadratics``: ``curve_quadratics`` along each curve, relative to
-    its first node, in blocks; once for consecutive curves from one node) and by numpy, away from the origin too: equal
-    to 1e-12."""
+    its first node, in blocks; once for consecutive curves from one node) and by numpy, away from the origin too, and the
+    lengths of their segments (``segment_lengths``) against each segment measured alone: equal to 1e-12."""
     rng = np.random.default_rng(30 + dim)
     curves = np.cumsum(rng.normal(size=(7, 12, dim)) * 0.3, axis=1)  # 11 segments x 8 points: blocks of 32 and a rest
     curves[1:4] += curves[0, 0] - curves[1:4, :1]  # curves 0-3 from one node, 4 from another
@@ -200,6 +201,8 @@ def test_compiled_polyline_length_equals_numpy(dim):
         numpy_field = copy.copy(field)
         numpy_field.capability = None
         numpy_path = polyline_length(numpy_field, curves, 2)
+        segments = np.stack([curves[:, :-1], curves[:, 1:]], axis=2)  # every segment a curve of its own
+        assert relative(segment_lengths(field, curves, 2), polyline_length(numpy_field, segments, 2)) < 1e-12
         for offset in (0.0, 1e3):  # the field and the curves moved together: the same lengths
             options = {"rho": field.rho} if isinstance(field, SmoothLocalField) else {"sigma": field.sigma, "proximity": field.proximity}
             moved = type(field)(field.centers + offset, field.metrics, **options)
