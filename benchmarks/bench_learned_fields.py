@@ -23,8 +23,9 @@ Run: ``python benchmarks/bench_learned_fields.py [--datasets iris wine digits]
 
 Measured with 2 workers on a quiet machine, seconds per direction, two runs: iris 4.1-4.2 / 4.3-4.4 at
 ``max_condition`` 10 and 8.7-8.8 / 7.8 at 100, wine 0.75-0.77 / 0.84-0.95 and 5.3-7.6 / 5.8-6.1, digits 4.7-4.8 /
-4.1-4.3 and 7.1-7.2 / 6.5-6.8, all certified, the same distances as before the curve checks measured each curve's
-segments along the whole curve and the preconditioners of fine levels were built in O(N^2) (that day, on the same
+4.1-4.3 and 7.1-7.2 / 6.5-6.8, all certified, the same asymmetries and line ratios (to the digits printed) as before
+the curve checks measured each curve's segments along the whole curve and the preconditioners of fine levels were
+built in O(N^2) (that day, on the same
 machine: iris 5.9 / 5.4, wine 0.78 / 1.08, digits 4.8 / 4.4 at 10; 11.1 / 9.2, 7.8 / 6.8, 8.1 / 7.9 at 100). Earlier, on another day: iris 6.0-6.2 / 7.1-7.3 at
 ``max_condition`` 10 and 12.6-12.7 / 12.8-14.0 at 100, wine 1.1-1.2 / 1.2-1.4 and 7.8 / 8.0-8.2, digits 7.2-7.7 /
 6.4-7.1 (one run of four 10.2 / 6.8) and 10.7 / 10.3-10.6, all certified, after the shared evaluators stopped storing
