@@ -97,7 +97,11 @@ def _integrate_states(field, initial, times, rtol, atol, max_step, compiled, equ
         parts = [velocity, field._acceleration(velocity, position)] + ([carried(position, velocity, state[:, 2 * dim :])] if carried else [])
         return np.concatenate(parts, axis=1)
 
-    return dormand_prince(rhs, initial, times, rtol, atol, max_step)
+    def squared_speed(state):  # conserved along a geodesic: the integrator checks it at every step
+        velocity = state[:, dim : 2 * dim]
+        return np.einsum("bi,bi->b", velocity, field.metric_vector_product(velocity, state[:, :dim]))
+
+    return dormand_prince(rhs, initial, times, rtol, atol, max_step, squared_speed)
 
 
 def _broadcast_pairs(first, second, names, dim):
