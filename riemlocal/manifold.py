@@ -26,8 +26,8 @@ from .connection import (
     sectional_curvature,
 )
 from .fields import MetricField
-from .numerics import CHUNK_SIZE, RTOL, EnergyLogSolver, ODEExpSolver
-from .utils.validation import check_broadcast, check_n_jobs, check_points
+from .numerics import CHUNK_SIZE, EXP_LOCAL_FRACTION, RTOL, EnergyLogSolver, ODEExpSolver
+from .utils.validation import MIN_RTOL, check_broadcast, check_n_jobs, check_points, check_tolerance
 
 __all__ = ["LearnedMetricManifold", "LearnedMetric"]
 
@@ -59,8 +59,9 @@ class LearnedMetric(RiemannianMetric):
     field : MetricField
         A smooth field (``field.is_smooth``).
     rtol : float, default=1e-6
-        Requested relative accuracy: of the distance (Log solver) and of the
-        integrator (Exp solver, :class:`~riemlocal.numerics.ODEExpSolver`).
+        Requested relative accuracy: of the distance (Log solver) and of Exp's
+        end points (Exp solver, :class:`~riemlocal.numerics.ODEExpSolver`, whose
+        tolerance per step is ``EXP_LOCAL_FRACTION * rtol``, ``rtol / 10``, at least ``MIN_RTOL``).
     chunk_size, n_jobs, verbose
         Batching options of both solvers.
     compiled : bool, default=True
@@ -99,7 +100,8 @@ class LearnedMetric(RiemannianMetric):
             )
         self.field = field
         batching = {"chunk_size": chunk_size, "n_jobs": n_jobs, "verbose": verbose}
-        self.exp_solver = ODEExpSolver(field, rtol=rtol, compiled=compiled, **batching)
+        exp_rtol = max(EXP_LOCAL_FRACTION * check_tolerance(rtol, "rtol"), MIN_RTOL)
+        self.exp_solver = ODEExpSolver(field, rtol=exp_rtol, compiled=compiled, **batching)
         self.log_solver = EnergyLogSolver(field, rtol=rtol, compiled=compiled, **log_options, **batching)
 
     # -- tensors -----------------------------------------------------------------

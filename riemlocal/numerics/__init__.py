@@ -53,7 +53,7 @@ from ._solvers import (
     integrate_geodesic,
     solve_boundary_value,
 )
-from ._tolerances import EXP_ATOL_FACTOR, INTEGRATION_RTOL, RTOL, integration_tolerances
+from ._tolerances import EXP_ATOL_FACTOR, EXP_LOCAL_FRACTION, INTEGRATION_RTOL, RTOL, integration_tolerances
 
 __all__ = [
     "COMPILED_MAX_WORK",
@@ -99,6 +99,7 @@ __all__ = [
     "compiled_log_pairs",
     "CHUNK_SIZE",
     "EXP_ATOL_FACTOR",
+    "EXP_LOCAL_FRACTION",
     "INTEGRATION_RTOL",
     "integration_tolerances",
     "RTOL",
