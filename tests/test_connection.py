@@ -1,5 +1,8 @@
 """The Levi-Civita connection: second derivatives, curvature, parallel transport, Jacobi fields."""
 
+import sys
+from pathlib import Path
+
 import autograd.numpy as anp
 import numpy as np
 import pytest
@@ -292,3 +295,14 @@ def test_bad_input(rng):
         connection.jacobi_field(field, np.ones(3), np.zeros(3), np.zeros(3), np.ones(3), t=-1.0)
     with pytest.raises(TypeError, match="exp_solver must have an integrate_with method"):
         connection.parallel_transport(field, np.ones(3), np.zeros(3), np.ones(3), exp_solver=object())
+
+
+def test_the_connection_benchmark_runs(capsys):
+    """``benchmarks/bench_connection.py`` with one repeat: its four rows, each beside an Exp (it had failed since the
+    connection's functions take an Exp solver instead of tolerances)."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    from bench_connection import main
+
+    main(["--repeats", "1"])
+    rows = [line for line in capsys.readouterr().out.splitlines() if line.startswith("| ") and line[2].isalpha() and "operation" not in line]
+    assert len(rows) == 4 and all(float(row.split("|")[-2]) > 0 for row in rows)

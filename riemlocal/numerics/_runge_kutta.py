@@ -15,7 +15,7 @@ requested output times (no interpolation).
 A quantity the exact solution conserves (``invariant``; for a geodesic its squared speed
 :math:`v^T M(x) v`) joins the error test: a step is also rejected when the quantity changes by
 more than ``_DRIFT = 10`` times ``rtol`` relative to its size (the ratio counts as one more error
-norm; the fifth-order steps of smooth problems change it far less, so their steps stay the same).
+norm; the fifth-order steps of smooth problems change it far less, so their steps mostly stay the same).
 The embedded estimate alone is blind to a step whose stages all miss a sharp change of the
 right-hand side: on a blend of condition-100 metrics (``bench_hard_geometry.py``'s construction,
 field seed ``[6, 99]``) one step of an Exp at ``rtol=1e-6`` crossed a blend transition unseen,

@@ -325,7 +325,7 @@ class EnergyLogSolver:
     method : {"auto", "newton", "lbfgs"}, default="auto"
         Newton's method on the block-tridiagonal energy Hessian (:math:`O(N D^3)`
         per step) or L-BFGS (:math:`O(N D^2)`); ``"auto"`` takes Newton up to ``dim = 8``,
-        up to ``dim = 17`` in compiled code (:func:`~riemlocal.numerics.resolve_method`).
+        in compiled code up to ``dim = 20`` for Logs and 17 for distances alone (:func:`~riemlocal.numerics.resolve_method`).
         On the numpy path, distances alone (:meth:`dist`) take fewer L-BFGS iterations
         (``lengths_only`` of :func:`~riemlocal.numerics.extrapolate_levels`).
     chunk_size : int, default=64
