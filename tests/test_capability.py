@@ -156,6 +156,11 @@ def _curve_quadratics(data, points, vectors, n, work, out):
 
 
 @njit
+def _hidden_weight(data, x0, x1, work):
+    return 0.0  # a smooth conformal factor: nothing to hide between two points
+
+
+@njit
 def _relative_to(data, origin, scratch):
     return Conformal(data.metric, data.slope, data.inverse_slope, _factor(data, origin, scratch), data.calls)
 
@@ -173,6 +178,7 @@ register_evaluators(
     curve_quadratics=_curve_quadratics,
     relative_scratch=_point_work,
     relative_to=_relative_to,
+    hidden_weight=_hidden_weight,
 )
 
 

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from numba import njit
 
 from riemlocal import LearnedMetricManifold, RBFLocalField, SmoothLocalField
 from riemlocal.fields import ConstantField
@@ -24,12 +25,14 @@ from riemlocal.fields.shared_kernels import SharedRBFKernel, shared_curve_trapez
 from riemlocal.numerics import (
     COMPILED_MAX_WORK,
     CURVE_MAX_DIM,
+    HIDDEN_WEIGHT,
     ODEExpSolver,
     compiled_data,
     integrate_geodesic,
     polyline_length,
     trapezoid_energy,
 )
+from riemlocal.numerics._capability import hidden_weight, point_work
 from riemlocal.numerics._energy import segment_lengths
 from riemlocal.utils.compiled import exp_nonpositive
 
@@ -278,3 +281,29 @@ def test_pair_squared_distances_equal_numpy():
     expected = np.einsum("pd,pd->p", points[first] - points[second], points[first] - points[second])
     np.testing.assert_allclose(pair_squared_distances(points, first, second), expected, rtol=1e-13)
     assert pair_squared_distances(points, first[:0], second[:0]).shape == (0,)
+
+
+@njit
+def _compiled_hidden_weights(data, start_points, end_points):
+    work, out = point_work(data), np.empty(len(start_points))
+    for i in range(len(start_points)):
+        out[i] = hidden_weight(data, start_points[i], end_points[i], work)
+    return out
+
+
+@pytest.mark.parametrize("dim", [1, 2, 5])
+def test_hidden_weight_equals_numpy_and_bounds_the_weights_on_the_chord(dim):
+    """The chord bound of Exp's steps: compiled equals numpy, and it bounds every weight that is below HIDDEN_WEIGHT
+    (relative to the leading center's) at both ends, sampled at 201 points of each chord."""
+    rng = np.random.default_rng(dim)
+    for field in rbf_fields(dim):
+        x0, x1 = 2.0 * rng.normal(size=(2, 300, dim))
+        bound = field.hidden_weight(x0, x1)
+        assert relative(_compiled_hidden_weights(field.capability.data, x0, x1), bound, floor=1e-300) < 1e-12
+        tau = np.linspace(0.0, 1.0, 201)
+        weights = field.weights(x0[:, None] + tau[:, None] * (x1 - x0)[:, None])  # (n, 201, R)
+        relative_weights = weights / weights.max(axis=2, keepdims=True)
+        weak = (relative_weights[:, 0] < HIDDEN_WEIGHT) & (relative_weights[:, -1] < HIDDEN_WEIGHT)
+        reached = np.where(weak[:, None, :], relative_weights, 0.0).max(axis=(1, 2))
+        assert np.all(reached <= bound * (1 + 1e-9) + 1e-300)
+        assert np.any(bound > HIDDEN_WEIGHT) and np.any(bound <= HIDDEN_WEIGHT)  # the test sees both kinds of chords

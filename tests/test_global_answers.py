@@ -184,17 +184,21 @@ def test_exp_does_not_step_over_a_blend_transition(compiled):
     np.testing.assert_allclose(end_speed, squared_speed, rtol=1e-4)
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason="known limit: a step can pass a thin wall of another metric unseen")
-def test_exp_does_not_step_over_a_thin_wall():
+@pytest.mark.parametrize("compiled", [True, False])
+def test_exp_does_not_step_over_a_thin_wall(compiled):
     """A geodesic of a benchmark field (condition 1000, rho 1) in a region of one metric crosses, at t = 0.58--0.68, a
-    thin wall where another center's metric (eigenvalues 19 and 590) takes over and turns it by 100 degrees. At the
-    space's default tolerance the integrator's growing steps pass the wall with no stage in it: the metric on both
-    sides is the same, so the squared speed does not change either, and the Exp ends 1.9 from the geodesic's end point.
-    A cure needs steps no longer than the field's thinnest feature; strict, so that a fix shows."""
-    field = _benchmark_field(1000.0, 1.0, [6, 99])
-    x, v = np.array([[-1.61453, 0.89681]]), np.array([[3.20331, 0.59796]])
-    reference = integrate_geodesic(field, v, x, (1.0,), rtol=1e-12, atol=1e-14)[0, 0]
-    np.testing.assert_allclose(LearnedMetricManifold(field).metric.exp(v, x)[0], reference, atol=1e-4)
+    thin wall where another center's metric (eigenvalues 19 and 590) takes over and turns it by 100 degrees. The
+    integrator's growing steps passed the wall with no stage in it: the metric on both sides is the same, so the
+    squared speed did not change either, and the Exp ended 1.9 from the geodesic's end point (17 of 400 random
+    geodesics of the field more than 1e-3 off). The chord bound of the field's ``hidden_weight`` rejects such steps.
+    The reference takes steps of at most 1e-3, so that no wall goes unsampled whatever the check."""
+    field, rng = _benchmark_field(1000.0, 1.0, [6, 99]), np.random.default_rng(0)
+    x = np.concatenate([[[-1.61453, 0.89681]], rng.uniform(-2, 2, (60, 2))])
+    v = np.concatenate([[[3.20331, 0.59796]], rng.uniform(-4, 4, (60, 2)) * rng.uniform(0.5, 3, (60, 1))])
+    reference = integrate_geodesic(field, v, x, (1.0,), rtol=1e-10, max_step=1e-3)[:, 0]
+    ends = integrate_geodesic(field, v, x, (1.0,), rtol=1e-7, compiled=compiled)[:, 0]  # a LearnedMetricManifold's default
+    error = np.linalg.norm(ends - reference, axis=1) / np.linalg.norm(reference - x, axis=1)
+    assert error.max() < 1e-4
 
 
 # (field seed, pair index, reference) of D = 10 benchmark fields (condition 100, rho 2): the reference is the shortest

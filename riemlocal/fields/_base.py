@@ -113,6 +113,12 @@ class MetricField:
         """Broadcast and flatten segment ends to two ``(n, dim)`` arrays."""
         return broadcast_flat(self.dim, (start_point, "start_point"), (end_point, "end_point"))[1]
 
+    def hidden_weight(self, start_point, end_point):
+        """A bound on the weight of a part of the field that is weak at both ends of each chord but may be strong
+        on it, shape ``(n,)`` for ends ``(n, dim)`` (Exp's steps: :mod:`riemlocal.numerics._runge_kutta`); 0 here,
+        where the field knows of no such part."""
+        return np.zeros(len(self._segments(start_point, end_point)[0]))
+
     def metric_matrix(self, base_point):
         """Metric :math:`M(x)`, shape ``(..., dim, dim)``."""
         raise NotImplementedError(f"{type(self).__name__} must implement metric_matrix(base_point)")

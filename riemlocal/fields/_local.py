@@ -24,7 +24,7 @@ from ..utils.validation import check_broadcast, check_points, check_positive, ch
 from ._base import MetricField, SegmentCells
 from ._bank import LowRankMetrics, metric_bank
 from ._envelope import envelope_arrays, envelope_cells
-from ..numerics import CompiledCapability, acceleration_derivatives, accelerations, compiled_data, segment_energy_terms
+from ..numerics import HIDDEN_WEIGHT, CompiledCapability, acceleration_derivatives, accelerations, compiled_data, segment_energy_terms
 from .shared_kernels import rbf_kernel
 
 __all__ = ["NearestLocalField", "RBFLocalField", "SmoothLocalField"]
@@ -147,6 +147,14 @@ class _LocalField(MetricField):
         return f"{type(self).__name__}(n_centers={self.n_centers}, dim={self.dim})"
 
 
+def _chord_minimum(constant, linear, quadratic):
+    r""":math:`\min_{\tau \in [0, 1]} (a + b \tau + c \tau^2)`, elementwise."""
+    smallest = np.minimum(constant, constant + linear + quadratic)
+    vertex = (quadratic > 0.0) & (0.0 < -linear) & (-linear < 2.0 * quadratic)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(vertex, np.minimum(smallest, constant - linear * linear / (4.0 * quadratic)), smallest)
+
+
 class NearestLocalField(_LocalField):
     r"""Piecewise-constant field: :math:`M(x) = M_{r^*}` with :math:`r^* = \arg\min_r s_r(x)`.
 
@@ -259,6 +267,29 @@ class RBFLocalField(_LocalField):
         """Blending weights :math:`w_r(x)`, shape ``(..., n_centers)``; they sum to one."""
         x, batch = self._flat(base_point)
         return self._weights(x)[0].reshape(batch + (self.n_centers,))
+
+    def hidden_weight(self, start_point, end_point):
+        r"""The bound of :func:`~riemlocal.fields.kernels.rbf_hidden_weight` for chords ``(n, dim)``, shape ``(n,)``.
+
+        Scores are quadratics along a chord, and :math:`w_r \le e^{-(s_r - s_q) / \sigma}` for any center :math:`q`:
+        with :math:`q` the leading center at either end, the largest weight, relative to the leader's, that a
+        center below :data:`~riemlocal.numerics.HIDDEN_WEIGHT` at both ends can reach on the chord.
+        """
+        x0, x1 = self._segments(start_point, end_point)
+        diff, step = x0[:, None, :] - self.centers, x1 - x0
+        half_grad = self._proximity_products(diff)
+        start = np.einsum("nrd,nrd->nr", half_grad, diff)
+        slope = 2.0 * np.einsum("nrd,nd->nr", half_grad, step)
+        curvature = np.einsum("nrd,nd->nr", self._proximity_products(np.broadcast_to(step[:, None, :], diff.shape)), step)
+        end = start + slope + curvature
+        rows, cutoff = np.arange(len(x0)), -self.sigma * np.log(HIDDEN_WEIGHT)
+        gaps = []
+        for leader in (np.argmin(start, axis=1), np.argmin(end, axis=1)):
+            parts = (array - array[rows, leader][:, None] for array in (start, slope, curvature))
+            gaps.append(_chord_minimum(*parts))
+        seen = (start - start.min(axis=1, keepdims=True) <= cutoff) | (end - end.min(axis=1, keepdims=True) <= cutoff)
+        bound = np.where(seen, 0.0, np.exp(-np.maximum(np.maximum(*gaps), 0.0) / self.sigma))
+        return bound.max(axis=1, initial=0.0)
 
     def _weights(self, x, half_grad=None):
         r"""Weights :math:`w_r(x)` and half-gradients :math:`h_r = P_r (x - x_r)`.

@@ -27,10 +27,10 @@ from collections import namedtuple
 
 import numpy as np
 
-from ..numerics import cholesky_solve, factored_solve, register_evaluators
+from ..numerics import HIDDEN_WEIGHT, cholesky_solve, factored_solve, register_evaluators
 from ..utils.compiled import cached_njit, exp_nonpositive, refcount_free
 
-__all__ = ["RBFKernel", "rbf_weights", "rbf_metric", "rbf_point_metric", "rbf_acceleration", "rbf_acceleration_derivative", "rbf_work_space", "rbf_curve_work", "rbf_curve_terms", "rbf_curve_hessian", "rbf_curve_trapezoid", "rbf_curve_quadratics", "rbf_relative_to"]
+__all__ = ["RBFKernel", "rbf_hidden_weight", "rbf_weights", "rbf_metric", "rbf_point_metric", "rbf_acceleration", "rbf_acceleration_derivative", "rbf_work_space", "rbf_curve_work", "rbf_curve_terms", "rbf_curve_hessian", "rbf_curve_trapezoid", "rbf_curve_quadratics", "rbf_relative_to"]
 
 
 RBFKernel = namedtuple("RBFKernel", ["centers", "metrics", "proximity", "sigma", "own_proximity", "groups"])
@@ -100,6 +100,56 @@ def rbf_point_metric(kernel, x, metric, work):
         return False
     rbf_metric(kernel, work[0], metric, work[7][0])
     return True
+
+
+@refcount_free
+def _chord_minimum(constant, linear, quadratic):
+    r""":math:`\min_{\tau \in [0, 1]} (a + b \tau + c \tau^2)`."""
+    smallest = min(constant, constant + linear + quadratic)
+    if quadratic > 0.0 and 0.0 < -linear < 2.0 * quadratic:
+        smallest = min(smallest, constant - linear * linear / (4.0 * quadratic))
+    return smallest
+
+
+@refcount_free
+def rbf_hidden_weight(kernel, x0, x1, work):
+    r"""A bound on the largest weight, relative to the leading center's, that a center below :data:`HIDDEN_WEIGHT` at both ends of the chord from ``x0`` to ``x1`` reaches on it.
+
+    Along :math:`x(\tau) = x_0 + \tau \Delta` every score is a quadratic,
+    :math:`s_r(\tau) = s_r + 2 \tau\, h_r \cdot \Delta + \tau^2 \Delta^T P_r \Delta`, and for any center
+    :math:`q`, :math:`w_r(\tau) \le e^{-(s_r(\tau) - s_q(\tau)) / \sigma}`; with :math:`q` the leading center at
+    either end, :math:`\max_\tau w_r \le \exp(-\max_q \min_\tau (s_r - s_q) / \sigma)`. ``work`` is
+    :func:`rbf_work_space` (its rows ``work[7]``). The numpy twin is :meth:`RBFLocalField.hidden_weight`.
+    """
+    centers, proximity, own, groups = kernel.centers, kernel.proximity, kernel.own_proximity, kernel.groups
+    n_centers, dim = centers.shape
+    start, slope, curvature, end = work[7][0], work[7][1], work[7][2], work[7][3]
+    for r in range(n_centers):
+        p = groups[r] if own else 0
+        score = linear = quadratic = 0.0
+        for i in range(dim):
+            product, step_product = 0.0, 0.0
+            for j in range(dim):
+                product += proximity[p, i, j] * (x0[j] - centers[r, j])
+                step_product += proximity[p, i, j] * (x1[j] - x0[j])
+            score += product * (x0[i] - centers[r, i])
+            linear += 2.0 * product * (x1[i] - x0[i])
+            quadratic += step_product * (x1[i] - x0[i])
+        start[r], slope[r], curvature[r], end[r] = score, linear, quadratic, score + linear + quadratic
+    first, last = 0, 0
+    for r in range(n_centers):
+        first = r if start[r] < start[first] else first
+        last = r if end[r] < end[last] else last
+    largest, cutoff = 0.0, -kernel.sigma * math.log(HIDDEN_WEIGHT)  # a score this far above the leading one: below the threshold
+    for r in range(n_centers):
+        if start[r] - start[first] <= cutoff or end[r] - end[last] <= cutoff:
+            continue  # seen at an end: the integrator's stages sample it
+        gap = max(
+            _chord_minimum(start[r] - start[first], slope[r] - slope[first], curvature[r] - curvature[first]),
+            _chord_minimum(start[r] - start[last], slope[r] - slope[last], curvature[r] - curvature[last]),
+        )
+        largest = max(largest, exp_nonpositive(-max(gap, 0.0) / kernel.sigma))
+    return largest
 
 
 @refcount_free
@@ -547,4 +597,5 @@ register_evaluators(
     curve_quadratics=rbf_curve_quadratics,
     relative_scratch=_relative_scratch,
     relative_to=rbf_relative_to,
+    hidden_weight=rbf_hidden_weight,
 )

@@ -34,6 +34,7 @@ from .kernels import (
     softmax_scores,
     trapezoid_sum,
     rbf_acceleration,
+    rbf_hidden_weight,
     rbf_acceleration_derivative,
     rbf_point_metric,
     rbf_work_space_compiled,
@@ -308,4 +309,5 @@ register_evaluators(
     curve_quadratics=shared_curve_quadratics,
     relative_scratch=shared_relative_scratch_compiled,
     relative_to=shared_relative_to,
+    hidden_weight=rbf_hidden_weight,
 )

@@ -9,6 +9,7 @@ from ._capability import (
     COMPILED_MAX_WORK,
     CURVE_MAX_DIM,
     EVALUATORS,
+    HIDDEN_WEIGHT,
     CompiledCapability,
     acceleration_derivatives,
     accelerations,
@@ -57,6 +58,7 @@ from ._tolerances import EXP_ATOL_FACTOR, EXP_LOCAL_FRACTION, INTEGRATION_RTOL, 
 
 __all__ = [
     "COMPILED_MAX_WORK",
+    "HIDDEN_WEIGHT",
     "CURVE_MAX_DIM",
     "EVALUATORS",
     "CompiledCapability",

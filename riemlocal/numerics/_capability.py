@@ -22,6 +22,7 @@ evaluator                                                      what it computes 
 ``curve_trapezoid(data, curve, work)``                         :math:`N \sum_s \tfrac12 (d_s^T M(c_s) d_s + d_s^T M(c_{s+1}) d_s)` (NaN: failed)
 ``curve_quadratics(data, points, vectors, n, work, out)``      :math:`v_s^T M(x_s) v_s` for the first ``n`` columns of ``points`` and ``vectors`` ``(dim, >= n)`` into ``out``
 ``relative_scratch(data)``, ``relative_to(data, origin, s)``   the field in coordinates relative to ``origin`` (arrays in the scratch ``s``)
+``hidden_weight(data, x0, x1, work)``                          a bound on the weight a part of the field unseen at both ends of the chord takes on it (0: none; Exp's steps)
 =============================================================  =========================================================================
 
 The curve evaluators take ``data`` relative to the curve's first node and use only
@@ -41,6 +42,7 @@ from ..utils.compiled import cached_njit, refcount_free
 
 __all__ = [
     "COMPILED_MAX_WORK",
+    "HIDDEN_WEIGHT",
     "CURVE_MAX_DIM",
     "QUADRATURE_MAX_DIM",
     "EVALUATORS",
@@ -59,12 +61,16 @@ __all__ = [
     "polyline_quadratics",
     "relative_scratch",
     "relative_to",
+    "hidden_weight",
     "geodesic_rhs",
     "accelerations",
     "acceleration_derivatives",
     "segment_energy_terms",
 ]
 
+#: Exp's steps: a part of the field whose weight stays below this at both ends of a step but may exceed it in between
+#: makes the step unresolved (``hidden_weight``; :meth:`MetricField.hidden_weight`): its stages may all miss that part
+HIDDEN_WEIGHT = 1e-3
 #: compiled point evaluation for ``n_points * point_cost`` up to this; above, numpy's batched BLAS
 #: products are faster (Exp of an R = 10 blend: compiled 4x faster for one geodesic at dim = 50,
 #: numpy 1.8x faster at dim = 100; equal for 16 geodesics at dim = 20)
@@ -129,10 +135,15 @@ curve_quadratics = _evaluator(
 )
 relative_scratch = _evaluator("relative_scratch", "data", "Scratch arrays of :func:`relative_to`.")
 relative_to = _evaluator("relative_to", "data, origin, scratch", "``data`` in coordinates relative to ``origin``, in the arrays of ``scratch``.")
+hidden_weight = _evaluator(
+    "hidden_weight",
+    "data, x0, x1, work",
+    "A bound on the weight that a part of the field unseen at both ends of the chord from ``x0`` to ``x1`` takes on it (0: none), with the point evaluators' ``work``.",
+)
 
 EVALUATORS = {
     stub.__name__: stub
-    for stub in (point_work, point_metric, acceleration, acceleration_derivative, curve_work, curve_terms, curve_hessian, curve_trapezoid, curve_quadratics, relative_scratch, relative_to)
+    for stub in (point_work, point_metric, acceleration, acceleration_derivative, curve_work, curve_terms, curve_hessian, curve_trapezoid, curve_quadratics, relative_scratch, relative_to, hidden_weight)
 }
 
 

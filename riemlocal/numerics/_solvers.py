@@ -101,7 +101,10 @@ def _integrate_states(field, initial, times, rtol, atol, max_step, compiled, equ
         velocity = state[:, dim : 2 * dim]
         return np.einsum("bi,bi->b", velocity, field.metric_vector_product(velocity, state[:, :dim]))
 
-    return dormand_prince(rhs, initial, times, rtol, atol, max_step, squared_speed)
+    def hidden(state, new_state):  # a thin part of the field that a step's stages may all miss
+        return field.hidden_weight(state[:, :dim], new_state[:, :dim])
+
+    return dormand_prince(rhs, initial, times, rtol, atol, max_step, squared_speed, hidden)
 
 
 def _broadcast_pairs(first, second, names, dim):
