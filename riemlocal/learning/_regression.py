@@ -189,7 +189,7 @@ class GeodesicRegression(BaseEstimator):
                 bar.update()
                 trial = self._evaluate(t, Y, weights, *self._move(fit.base, fit.coef, delta.reshape(-1, dim)))
                 if (fit.value - trial.value) / predicted < _OVERSHOOT:
-                    trial, predicted = self._rescale(t, Y, weights, fit, trial, gradient, hessian, delta)
+                    trial, predicted = self._rescale(t, Y, weights, fit, trial, float(gradient @ delta), predicted, delta)
                 ratio = (fit.value - trial.value) / predicted
                 if ratio > ARMIJO:
                     fit = trial
@@ -253,25 +253,24 @@ class GeodesicRegression(BaseEstimator):
         metrics = _tangent.metric_matrix(self.space, fitted)
         return _Fit(base, coef, value if np.isfinite(value) else np.inf, residuals, metrics, noise, int((~certified).sum()))
 
-    def _rescale(self, t, Y, weights, fit, trial, gradient, hessian, delta):
+    def _rescale(self, t, Y, weights, fit, trial, slope, predicted, delta):
         r"""The step :math:`\alpha \delta` that minimizes the parabola through :math:`F` at the fit, its slope
-        :math:`-2 g^T \delta` and :math:`F` at the full step, where that step decreased :math:`F` by less than half the
-        predicted decrease (:math:`\alpha` in ``_STEP_RANGE``); the better of the two trials, with its predicted
-        decrease :math:`2 \alpha g^T \delta - \alpha^2 \delta^T H \delta` (positive for :math:`\alpha \le 1`).
+        :math:`-2 g^T \delta` (``slope`` is :math:`g^T \delta`) and :math:`F` at the full step, where that step decreased
+        :math:`F` by less than half the ``predicted`` decrease :math:`2 g^T \delta - \delta^T H \delta` (:math:`\alpha` in
+        ``_STEP_RANGE``); the better of the two trials, with its predicted decrease
+        :math:`2 \alpha g^T \delta - \alpha^2 \delta^T H \delta` (positive for :math:`\alpha \le 1`).
 
         Gauss--Newton's matrix lacks the second derivatives of the residuals: with large residuals on a curved
         field it can misjudge the curvature along its own step, and the full steps then overshoot back and forth
         (on a benchmark field, seed ``[5, 99]``: 50 iterations each 0.87 times the last, unconverged).
         """
-        slope = float(gradient @ delta)
         curvature = trial.value - fit.value + 2.0 * slope  # of the parabola alpha -> F(alpha delta)
         alpha = slope / curvature if curvature > 0 else 0.0
-        if not (_STEP_RANGE[0] <= alpha < _STEP_RANGE[1]):
-            return trial, float(2.0 * slope - delta @ hessian @ delta)
-        rescaled = self._evaluate(t, Y, weights, *self._move(fit.base, fit.coef, alpha * delta.reshape(-1, len(fit.base))))
-        if not rescaled.value < trial.value:
-            return trial, float(2.0 * slope - delta @ hessian @ delta)
-        return rescaled, float(2.0 * alpha * slope - alpha**2 * (delta @ hessian @ delta))
+        if _STEP_RANGE[0] <= alpha < _STEP_RANGE[1]:
+            rescaled = self._evaluate(t, Y, weights, *self._move(fit.base, fit.coef, alpha * delta.reshape(-1, len(fit.base))))
+            if rescaled.value < trial.value:
+                return rescaled, 2.0 * alpha * slope - alpha**2 * (2.0 * slope - predicted)
+        return trial, predicted
 
     def _to_tangent(self, vectors, base_point):
         if hasattr(self.space, "to_tangent"):
