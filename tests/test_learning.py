@@ -405,7 +405,7 @@ def test_frechet_mean_joint_is_certified_or_warns(curved_space, rng):
     mean = FrechetMean(curved_space).fit(X)
     assert mean.error_estimate_ <= 1e-5  # the default rtol, met by refining the curves if needed
     with pytest.warns(ConvergenceWarning, match="estimated relative error"):
-        capped = FrechetMean(curved_space, rtol=1e-12, max_segments=16).fit(X)
+        capped = FrechetMean(curved_space, method="joint", rtol=1e-12, max_segments=16).fit(X)
     # levels 4, 8, 16 only: the estimate bounds the actual error, measured against the certified mean
     difference = capped.estimate_ - mean.estimate_
     rms = np.sqrt(np.mean(curved_space.metric.squared_dist(X, mean.estimate_)))

@@ -9,6 +9,7 @@ from sklearn.exceptions import ConvergenceWarning
 
 from riemlocal.fields import ConstantField, SmoothLocalField
 from riemlocal.learning import PrincipalGeodesicAnalysis, _tangent
+from riemlocal.learning._pga import _SLACK, _radii
 from riemlocal.manifold import LearnedMetricManifold
 
 
@@ -127,3 +128,61 @@ def test_projections_converge_to_the_accuracy_of_their_logs_where_the_full_step_
     reference, tight = pga._project(start, pga.components_, X, max_iter=400)
     assert tight.all()
     assert np.abs(a - reference).max() < 2e-4  # tol = 1e-5 of |a| ~ 3, amplified by flat directions of d^2
+
+
+@pytest.fixture(scope="module")
+def winding():
+    """Six metrics of anisotropy 20--60 at random angles (rho = 1); on its first principal geodesic the closest
+    points to two of the data (rows 3 and 5) lie 5.3 and 2.1 along it, where their tangent coordinates are -0.12 and 0.27."""
+    rng = np.random.default_rng([3, 7])
+    angles, anisotropies = rng.uniform(0, np.pi, 6), rng.uniform(20, 60, 6)
+    metrics = np.array([_rotation(a) @ np.diag([c, 1.0]) @ _rotation(a).T for a, c in zip(angles, anisotropies)])
+    space = LearnedMetricManifold(SmoothLocalField(rng.uniform(-1.5, 1.5, (6, 2)), metrics, rho=1.0))
+    return space, rng.uniform(-1.5, 1.5, (8, 2))
+
+
+def _closest_on_a_grid(space, base, direction, X, radii, residuals, spacing=0.1):
+    """Smallest distance from each row of ``X`` to ``Exp(t direction)`` on a grid of t in the bands ||t| - d(base, x)| <= residual.
+
+    Outside them, and short of the geodesic's cut point, the triangle inequality rules out a closer point.
+    """
+    path = space.metric.geodesic(base, initial_tangent_vec=np.stack([direction, -direction]))
+    closest = []
+    for x, radius, residual in zip(X, radii, residuals):
+        times = np.arange(max(radius - residual, 0.0), radius + residual + spacing, spacing)
+        points = np.concatenate(path(times), axis=0)  # both signs
+        closest.append(space.metric.dist(points, x[None]).min())
+    return np.array(closest)
+
+
+def test_projections_onto_the_first_principal_geodesic_are_global(winding):
+    space, X = winding
+    pga = PrincipalGeodesicAnalysis(space, n_components=1).fit(X)
+    logs, lengths, errors, certified = _tangent.certified_log(space, X, pga.mean_)
+    local, converged = pga._project(logs @ pga.metric_matrix_ @ pga.components_.T, pga.components_, X)
+    found, converged, moved, unscanned = pga._global_projection(local, converged, pga.components_[0], X, _radii(lengths, errors, certified))
+    assert converged.all() and moved and unscanned == 0
+
+    def residuals(a):
+        return space.metric.dist(space.metric.exp(a @ pga.components_, pga.mean_), X)
+
+    before, after = residuals(local), residuals(found)
+    grid = _closest_on_a_grid(space, pga.mean_, pga.components_[0], X, lengths, after)
+    # no point of the bands is closer than (1 - _SLACK) r (the grid's points are real points of the geodesic) ...
+    assert np.all((1 - _SLACK) * after <= grid + 1e-6)
+    # ... every projection is at least as close as the grid's best (row 1 lies beyond the band, past the cut point),
+    # while the local projections of rows 3 and 5 were far off
+    assert np.all(after <= grid + 0.1 / 2)
+    np.testing.assert_array_equal(np.flatnonzero(before > grid + 0.1), [3, 5])
+    assert np.all(before[[3, 5]] > 1.25 * grid[[3, 5]])
+
+
+def test_exact_pga_finds_the_variance_that_global_projections_give(winding):
+    space, X = winding
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ConvergenceWarning)
+        exact = PrincipalGeodesicAnalysis(space, n_components=1, method="exact").fit(X)
+    a = exact.transform(X)
+    assert exact.converged_
+    assert_allclose(exact.explained_variance_[0], np.sum(a**2) / (len(X) - 1), rtol=1e-5)
+    assert abs(a[3, 0]) > 4.0 and abs(a[5, 0]) > 1.5  # the far basins, not the tangent coordinates' near ones

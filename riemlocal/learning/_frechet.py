@@ -66,7 +66,9 @@ class FrechetMean(BaseEstimator):
       Romberg-extrapolates the mean and refines until its estimated error is
       at most ``rtol`` times the rms distance.
 
-    ``"auto"`` takes ``"joint"`` when the space's Log solver offers it.
+    ``"auto"`` takes ``"joint"`` when the space's Log solver offers it; when no joint run converges
+    (on sharp fields its coarse curves can settle in a worse basin), it runs ``"karcher"`` from the
+    best joint mean and keeps that run if it converges or ends lower.
 
     **Starts.** Both solvers descend to a local minimum, which depends on the
     start (e.g. on either side of a high-cost ridge). The first run starts at
@@ -117,12 +119,14 @@ class FrechetMean(BaseEstimator):
         The mean.
     n_iter_ : int
         Karcher iterations (including rejected steps) or total L-BFGS iterations, of the run kept.
+    method_ : {"karcher", "joint"}
+        Solver of the run kept.
     n_starts_ : int
-        Runs made (1 to 3; see **Starts**).
+        Runs made (1 to 4; see **Starts** and ``"auto"``).
     start_ : ndarray of shape (dim,)
         Start of the run kept.
     error_estimate_ : float
-        ``"joint"`` only: estimated error of the mean in the norm :math:`M(\mu)`, relative to the rms distance.
+        ``method_ == "joint"`` only: estimated error of the mean in the norm :math:`M(\mu)`, relative to the rms distance.
     grad_norm_ : float
         :math:`\|\bar v(\mu)\|_{M(\mu)}`, the norm of the Riemannian gradient
         of :math:`f`. For ``"joint"`` it is computed from the discrete
@@ -225,10 +229,19 @@ class FrechetMean(BaseEstimator):
                 run = solve(X, weights, point, max_iter, tol, bar)  # (mean, n_iter, grad_norm, converged, rms distance)
                 self.n_starts_ += 1
                 if best is None or run[4] < best[0][4]:
-                    best = run, point, self.n_uncertified_, getattr(self, "error_estimate_", None)
-        (self.estimate_, self.n_iter_, self.grad_norm_, self.converged_, scale), self.start_, self.n_uncertified_, error = best
+                    best = run, point, self.n_uncertified_, getattr(self, "error_estimate_", None), method
+            if self.method == "auto" and method == "joint" and not best[0][3]:  # Karcher descent from the joint's best
+                self.n_uncertified_ = 0
+                run = self._fit_karcher(X, weights, best[0][0], max_iter, tol, bar)
+                self.n_starts_ += 1
+                if run[3] or run[4] < best[0][4]:
+                    best = run, best[0][0], self.n_uncertified_, None, "karcher"
+        (self.estimate_, self.n_iter_, self.grad_norm_, self.converged_, scale), self.start_, self.n_uncertified_, error, method = best
+        self.method_ = method
         if method == "joint":
             self.error_estimate_ = error
+        elif hasattr(self, "error_estimate_"):
+            del self.error_estimate_
         _tangent.warn_uncertified("FrechetMean", self.n_uncertified_, len(X), "from the mean to the data")
         if not self.converged_:
             accuracy = f", estimated relative error {self.error_estimate_:.3g} (rtol={self.rtol:.3g})" if method == "joint" else ""

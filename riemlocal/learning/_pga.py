@@ -19,11 +19,19 @@ __all__ = ["PrincipalGeodesicAnalysis"]
 _MAX_TURN = 0.1  # largest step of the direction search, in radians
 _STEP = 1e-3  # of the central differences of the distance gradient, relative to the rms distance to the mean
 _SLOW_STEPS = 8  # Gauss--Newton steps of a projection before it switches to Newton's method (where the Hessian is positive)
+_SLACK = 0.05  # a projection onto one geodesic is global when no point of it is closer to the datum by this fraction of the residual
+_MAX_RESTARTS = 3  # direction searches restarted after the scan moved a projection to a closer basin
+_MAX_ROUNDS = 40  # rounds of the scan; intervals left after them are reported unscanned
 
 
 def _value_error(squared, error):
     r"""Bound :math:`(2 d + e) e` on the error of :math:`d^2` from a distance :math:`d` known to :math:`e`."""
     return (2.0 * np.sqrt(squared) + error) * error
+
+
+def _radii(lengths, errors, certified):
+    r"""Distances :math:`d(\mu, x_i)` and their errors (inf where uncertified), shape (n, 2)."""
+    return np.column_stack([lengths, np.where(certified, errors, np.inf)])
 
 
 class PrincipalGeodesicAnalysis(TransformerMixin, BaseEstimator):
@@ -54,7 +62,11 @@ class PrincipalGeodesicAnalysis(TransformerMixin, BaseEstimator):
     (Jacobi fields, ``space.metric.jacobi_field``; a LearnedMetricManifold),
     batched over the points and warm started from the previous step's; a step counts as a
     decrease to within the Log solver's error estimates, and a point whose Gauss--Newton steps
-    crawl along a flat direction switches to Newton's method (:meth:`_project`).
+    crawl along a flat direction switches to Newton's method (:meth:`_project`). Those are local minima:
+    for the first component each projection is then checked against the whole geodesic by a Lipschitz
+    scan (:meth:`_scan`: no point of it closer by 5% of the residual, short of its cut point), moved to the
+    closer basin the scan finds, and the direction search resumes; a scan stopped by an uncertified Log
+    is reported. Projections onto later subspaces stay local (warm started from the previous ones).
     The direction :math:`e_k` is found by gradient ascent over the unit sphere
     of the complement (coordinates :math:`c` in an :math:`M(\mu)`-orthonormal frame,
     renormalized after each step; Barzilai--Borwein step lengths, at most 0.1 rad),
@@ -147,9 +159,9 @@ class PrincipalGeodesicAnalysis(TransformerMixin, BaseEstimator):
     @with_one_blas_thread
     def fit_transform(self, X, y=None):
         """Fit and return the tangent coordinates of ``X`` (one batch of Log maps)."""
-        logs = self._fit(X)
+        logs, radii = self._fit(X)
         if self.method == "exact":
-            return self._exact_coordinates(logs @ self.metric_matrix_ @ self.components_.T, X)
+            return self._exact_coordinates(logs @ self.metric_matrix_ @ self.components_.T, X, radii)
         return logs @ self.metric_matrix_ @ self.components_.T
 
     _parameter_checks = {"method": options("tangent", "exact"), "max_iter": check_int, "tol": check_tolerance}
@@ -170,7 +182,8 @@ class PrincipalGeodesicAnalysis(TransformerMixin, BaseEstimator):
             mean = FrechetMean(self.space, max_iter=self.max_iter, tol=self.tol, n_jobs=self.n_jobs, verbose=self.verbose)
             given = mean.fit(X).estimate_, mean.n_iter_
         self.mean_, self.n_iter_ = given
-        logs, lengths, _, certified = _tangent.certified_log(self.space, X, self.mean_, self.n_jobs)
+        logs, lengths, errors, certified = _tangent.certified_log(self.space, X, self.mean_, self.n_jobs)
+        radii = _radii(lengths, errors, certified)
         self.metric_matrix_ = _tangent.metric_matrix(self.space, self.mean_)
         # an uncertified Log keeps its direction and takes the solver's distance as its length
         norms = np.sqrt(np.maximum(_tangent.squared_norm(logs, self.metric_matrix_), 0.0))
@@ -188,10 +201,10 @@ class PrincipalGeodesicAnalysis(TransformerMixin, BaseEstimator):
         self.explained_variance_ratio_ = self.explained_variance_ / max(eigvals.sum(), np.finfo(float).tiny)
         self.n_components_ = n_components
         if method == "exact":
-            self._fit_exact(X, logs, eigvals.sum())
-        return logs
+            self._fit_exact(X, logs, eigvals.sum(), radii)
+        return logs, radii
 
-    def _fit_exact(self, X, logs, total_variance):
+    def _fit_exact(self, X, logs, total_variance, radii):
         """Replace the tangent components by the exact principal geodesic directions, one at a time."""
         n_samples = len(X)
         step = _STEP * np.sqrt(total_variance)
@@ -207,26 +220,24 @@ class PrincipalGeodesicAnalysis(TransformerMixin, BaseEstimator):
                 gradient = (gradient - (gradient @ c) * c) / (n_samples - 1)  # along the sphere
                 return np.sum(warm[0] ** 2) / (n_samples - 1), gradient, converged.all()
 
-            c, n_iter, stalls = np.eye(len(frame))[0], 0, 0
-            value, gradient, projected = variance(c)
-            best, rate = np.linalg.norm(gradient), 1.0 / max(value, np.finfo(float).tiny)
-            while best > self.tol * value and n_iter < self.max_iter and stalls < MAX_STALLS:
-                move = rate * gradient
-                move *= min(1.0, _MAX_TURN / max(np.linalg.norm(move), np.finfo(float).tiny))
-                new_c = (c + move) / np.linalg.norm(c + move)
-                new_value, new_gradient, projected = variance(new_c)
-                s, y = new_c - c, new_gradient - gradient
-                rate = (s @ s) / -(s @ y) if s @ y < 0 else 2.0 * rate  # Barzilai--Borwein, or a bolder step where convex
-                c, value, gradient, n_iter = new_c, new_value, new_gradient, n_iter + 1
-                stalls = 0 if np.linalg.norm(gradient) < best else stalls + 1
-                best = min(best, np.linalg.norm(gradient))
+            c, n_iter, unscanned = np.eye(len(frame))[0], 0, 0
+            for restart in range(_MAX_RESTARTS + 1):
+                c, value, gradient, projected, n_iter = self._ascend(variance, c, n_iter)
+                if k:  # the scan needs a geodesic: projections onto later subspaces stay local
+                    break
+                warm[0], _, moved, unscanned = self._global_projection(warm[0], np.ones(n_samples, dtype=bool), c @ frame, X, radii)
+                if not moved:
+                    break
+            else:  # the last scan moved projections after the last ascent
+                value, gradient, projected = variance(c)
             grad_norm = np.linalg.norm(gradient)
-            if not projected or grad_norm > self.tol * value:
+            if not projected or unscanned or grad_norm > self.tol * value:
                 self.converged_ = False
                 warnings.warn(
                     f"PrincipalGeodesicAnalysis (exact) did not converge on component {k} in {n_iter} iterations: "
                     f"variance gradient norm {grad_norm:.3g} (variance {value:.3g}, tol={self.tol:.3g})"
-                    + ("" if projected else "; some projections did not meet the tolerance"),
+                    + ("" if projected else "; some projections did not meet the tolerance")
+                    + (f"; {unscanned} projections could not be shown global" if unscanned else ""),
                     ConvergenceWarning,
                     stacklevel=5,  # the user's call, past _fit, fit and with_one_blas_thread
                 )
@@ -238,6 +249,89 @@ class PrincipalGeodesicAnalysis(TransformerMixin, BaseEstimator):
         self.explained_variance_ = np.array(variances)
         self.explained_variance_ratio_ = self.explained_variance_ / max(total_variance, np.finfo(float).tiny)
         self.direction_n_iter_ = np.array(self.direction_n_iter_)
+
+    def _ascend(self, variance, c, n_iter):
+        """Gradient ascent of ``variance`` over the unit sphere from ``c``; returns ``c``, value, gradient, projected, ``n_iter``."""
+        value, gradient, projected = variance(c)
+        best, rate, stalls = np.linalg.norm(gradient), 1.0 / max(value, np.finfo(float).tiny), 0
+        while best > self.tol * value and n_iter < self.max_iter and stalls < MAX_STALLS:
+            move = rate * gradient
+            move *= min(1.0, _MAX_TURN / max(np.linalg.norm(move), np.finfo(float).tiny))
+            new_c = (c + move) / np.linalg.norm(c + move)
+            new_value, new_gradient, projected = variance(new_c)
+            s, y = new_c - c, new_gradient - gradient
+            rate = (s @ s) / -(s @ y) if s @ y < 0 else 2.0 * rate  # Barzilai--Borwein, or a bolder step where convex
+            c, value, gradient, n_iter = new_c, new_value, new_gradient, n_iter + 1
+            stalls = 0 if np.linalg.norm(gradient) < best else stalls + 1
+            best = min(best, np.linalg.norm(gradient))
+        return c, value, gradient, projected, n_iter
+
+    def _global_projection(self, a, converged, direction, X, radii):
+        """Projections ``a`` (n, 1) onto the geodesic along ``direction``, moved to the closest basins :meth:`_scan` finds.
+
+        Returns the coordinates, whether each projection converged, whether any moved, and how many
+        points the last scan could not finish.
+        """
+        a, converged, moved = np.array(a, dtype=float), np.array(converged), False
+        for _ in range(_MAX_RESTARTS):
+            start, finished = self._scan(a[:, 0], direction, X, radii)
+            closer = np.isfinite(start)
+            if not closer.any():
+                break
+            a[closer], converged[closer] = self._project(start[closer, None], direction[None], X[closer])
+            moved = True
+        return a, converged, moved, int((~finished).sum())
+
+    def _scan(self, a, direction, X, radii):
+        r"""Closer points on the geodesic :math:`\gamma(t) = \mathrm{Exp}_\mu(t e)` than the projections ``a`` (n,).
+
+        :math:`f(t) = d(\gamma(t), x)` is 1-Lipschitz (:math:`e` is a unit vector) and, by the triangle
+        inequality through :math:`\mu`, :math:`f(t) \ge d(\mu, x) - |t|` and, where :math:`\gamma` minimizes length up
+        to :math:`t` (:math:`d(\mu, \gamma(t)) = |t|`, as the variance :math:`\sum_i |a_i|^2` assumes),
+        :math:`f(t) \ge |t| - d(\mu, x)`. So a projection at distance :math:`r` can be beaten only inside the bands
+        :math:`\big||t| - d(\mu, x)\big| \le r` or past the geodesic's cut point, which the scan does not search.
+        An evaluation :math:`f(m)` rules out
+        :math:`|t - m| \le f(m) - r + \epsilon` (less the Logs' error estimates), :math:`\epsilon` = ``_SLACK`` :math:`r / 2`.
+        Each round evaluates the midpoint of every interval of the bands not yet ruled out (batched over the
+        points; intervals narrower than :math:`\epsilon` are dropped, so no point of the bands is closer than
+        :math:`(1 - \text{_SLACK})\, r`), until none is left, a midpoint is closer than :math:`r - \epsilon`, or
+        ``_MAX_ROUNDS`` rounds; a point's scan stops, unfinished, at its first uncertified Log. Returns per point
+        the closest such midpoint (NaN where there is none) and whether its scan finished (no interval left). ``radii``: :math:`d(\mu, x)` and its error, shape (n, 2).
+        """
+        n_samples = len(X)
+        path = self.space.metric.geodesic(self.mean_, initial_tangent_vec=np.stack([direction, -direction]))
+
+        def distances(owner, t):  # d(gamma(t_j), x_owner_j) and its error (inf where uncertified)
+            times, position = np.unique(np.abs(t), return_inverse=True)
+            curves = np.asarray(path(times), dtype=float).reshape(2, len(times), -1)  # one curve per sign
+            points = np.where((t >= 0)[:, None], curves[0, position], curves[1, position])
+            _, lengths, errors, certified = _tangent.certified_log(self.space, X[owner], points, self.n_jobs)
+            return lengths, np.where(certified, errors, np.inf)
+
+        everyone = np.arange(n_samples)
+        residual, errors = distances(everyone, a)
+        bar, slack = residual + errors, 0.5 * _SLACK * residual  # bar: r plus its error
+        near, far = np.maximum(radii[:, 0] - bar - radii[:, 1], 0.0), radii[:, 0] + bar + radii[:, 1]
+        # the two bands, less (a - slack, a + slack) around the projection
+        owner = np.tile(everyone, 4)
+        low = np.concatenate([near, np.maximum(near, a + slack), -far, np.maximum(-far, a + slack)])
+        high = np.concatenate([np.minimum(far, a - slack), far, np.minimum(-near, a - slack), -near])
+        start, unfinished = np.full(n_samples, np.nan), ~np.isfinite(bar + far)
+        for _ in range(_MAX_ROUNDS):
+            keep = (high - low > slack[owner]) & np.isnan(start[owner]) & ~unfinished[owner]
+            owner, low, high = owner[keep], low[keep], high[keep]
+            if not len(owner):
+                break
+            middle = 0.5 * (low + high)
+            lengths, errors = distances(owner, middle)
+            unfinished[owner[~np.isfinite(errors)]] = True  # an uncertified Log bounds nothing: that scan stops
+            closer = np.flatnonzero(lengths + errors < residual[owner] - slack[owner])
+            closer = closer[np.argsort(-lengths[closer])]  # the closest midpoint of each point is assigned last
+            start[owner[closer]] = middle[closer]
+            reach = np.maximum(lengths - errors - bar[owner] + slack[owner], 0.0)
+            owner, low, high = np.tile(owner, 2), np.concatenate([low, middle + reach]), np.concatenate([middle - reach, high])
+        unfinished[owner[(high - low > slack[owner]) & np.isnan(start[owner])]] = True
+        return start, ~unfinished
 
     def _variance_gradient(self, a, components, X, step):
         r"""Gradient of :math:`\sum_i |a^*_i|^2` in the last direction :math:`e` of ``components`` :math:`E`.
@@ -358,12 +452,16 @@ class PrincipalGeodesicAnalysis(TransformerMixin, BaseEstimator):
             active[rows[converged | (rejected[rows] >= 4)]] = False
         return a, done
 
-    def _exact_coordinates(self, tangent, X):
+    def _exact_coordinates(self, tangent, X, radii):
         """Projections onto the fitted principal geodesic subspace, started at ``tangent``; warns for those not converged."""
         a, converged = self._project(tangent, self.components_, X)
-        if not converged.all():
+        unscanned = 0
+        if self.n_components_ == 1:
+            a, converged, _, unscanned = self._global_projection(a, converged, self.components_[0], X, radii)
+        if not converged.all() or unscanned:
             warnings.warn(
-                f"PrincipalGeodesicAnalysis (exact): {int((~converged).sum())} of {len(X)} projections did not meet tol={self.tol:.3g}",
+                f"PrincipalGeodesicAnalysis (exact): {int((~converged).sum())} of {len(X)} projections did not meet tol={self.tol:.3g}"
+                + (f", {unscanned} could not be shown global" if unscanned else ""),
                 ConvergenceWarning,
                 stacklevel=4,  # the user's call, past transform and with_one_blas_thread
             )
@@ -378,8 +476,10 @@ class PrincipalGeodesicAnalysis(TransformerMixin, BaseEstimator):
         """
         check_is_fitted(self)
         X = validate_data(self, check_not_text(X, "X"), dtype=float, reset=False)
-        tangent = _tangent.log(self.space, X, self.mean_, self.n_jobs) @ self.metric_matrix_ @ self.components_.T
-        return self._exact_coordinates(tangent, X) if self.method == "exact" else tangent
+        if self.method != "exact":
+            return _tangent.log(self.space, X, self.mean_, self.n_jobs) @ self.metric_matrix_ @ self.components_.T
+        logs, lengths, errors, certified = _tangent.certified_log(self.space, X, self.mean_, self.n_jobs)
+        return self._exact_coordinates(logs @ self.metric_matrix_ @ self.components_.T, X, _radii(lengths, errors, certified))
 
     def inverse_transform(self, X):
         r"""Points :math:`\mathrm{Exp}_\mu(\sum_k a_k e_k)` from coordinates ``X`` of shape (n_samples, n_components)."""
