@@ -270,7 +270,7 @@ class PrincipalGeodesicAnalysis(TransformerMixin, BaseEstimator):
         """Projections ``a`` (n, 1) onto the geodesic along ``direction``, moved to the closest basins :meth:`_scan` finds.
 
         Returns the coordinates, whether each projection converged, whether any moved, and how many
-        points the last scan could not finish.
+        points are not shown global (the last scan did not finish them, or they moved after it).
         """
         a, converged, moved = np.array(a, dtype=float), np.array(converged), False
         for _ in range(_MAX_RESTARTS):
@@ -280,6 +280,8 @@ class PrincipalGeodesicAnalysis(TransformerMixin, BaseEstimator):
                 break
             a[closer], converged[closer] = self._project(start[closer, None], direction[None], X[closer])
             moved = True
+        else:  # the last round moved these, and no scan has checked them since
+            finished &= ~closer
         return a, converged, moved, int((~finished).sum())
 
     def _scan(self, a, direction, X, radii):
