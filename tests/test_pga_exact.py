@@ -186,3 +186,23 @@ def test_exact_pga_finds_the_variance_that_global_projections_give(winding):
     assert exact.converged_
     assert_allclose(exact.explained_variance_[0], np.sum(a**2) / (len(X) - 1), rtol=1e-5)
     assert abs(a[3, 0]) > 4.0 and abs(a[5, 0]) > 1.5  # the far basins, not the tangent coordinates' near ones
+
+
+def test_a_scan_stops_at_an_uncertified_log_and_says_so(curved, monkeypatch):
+    space, X, exact = curved
+    logs, lengths, errors, certified = _tangent.certified_log(space, X, exact.mean_)
+    a = exact.transform(X)[:, 0]
+    start, finished = exact._scan(a, exact.components_[0], X, _radii(lengths, errors, certified))
+    assert finished.all() and np.isnan(start).all()  # the fitted projections are global
+    calls, original = [], _tangent.certified_log
+
+    def uncertified(*args):  # every Log after the residuals' is uncertified
+        calls.append(1)
+        logs, lengths, errors, certified = original(*args)
+        return logs, lengths, errors, certified & (len(calls) == 1)
+
+    monkeypatch.setattr(_tangent, "certified_log", uncertified)
+    start, finished = exact._scan(a, exact.components_[0], X, _radii(lengths, errors, certified))
+    assert not finished.any() and np.isnan(start).all() and len(calls) == 2  # no bisection through bounds it cannot trust
+    with pytest.warns(ConvergenceWarning, match="15 could not be shown global"):
+        exact.transform(X)
