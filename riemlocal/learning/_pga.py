@@ -221,7 +221,7 @@ class PrincipalGeodesicAnalysis(TransformerMixin, BaseEstimator):
                 return np.sum(warm[0] ** 2) / (n_samples - 1), gradient, converged.all()
 
             c, n_iter, unscanned = np.eye(len(frame))[0], 0, 0
-            for restart in range(_MAX_RESTARTS + 1):
+            for _ in range(_MAX_RESTARTS + 1):
                 c, value, gradient, projected, n_iter = self._ascend(variance, c, n_iter)
                 if k:  # the scan needs a geodesic: projections onto later subspaces stay local
                     break
@@ -267,21 +267,24 @@ class PrincipalGeodesicAnalysis(TransformerMixin, BaseEstimator):
         return c, value, gradient, projected, n_iter
 
     def _global_projection(self, a, converged, direction, X, radii):
-        """Projections ``a`` (n, 1) onto the geodesic along ``direction``, moved to the closest basins :meth:`_scan` finds.
+        """Projections ``a`` (n, 1) onto the geodesic along ``direction``, moved to the closest basins :meth:`_scan` finds
+        (after a move, only the points that moved are scanned again: the others' scans stand).
 
         Returns the coordinates, whether each projection converged, whether any moved, and how many
         points are not shown global (the last scan did not finish them, or they moved after it).
         """
         a, converged, moved = np.array(a, dtype=float), np.array(converged), False
+        finished, rows = np.ones(len(X), dtype=bool), np.arange(len(X))  # rows: the points to scan (again)
         for _ in range(_MAX_RESTARTS):
-            start, finished = self._scan(a[:, 0], direction, X, radii)
-            closer = np.isfinite(start)
-            if not closer.any():
+            start, finished[rows] = self._scan(a[rows, 0], direction, X[rows], radii[rows])
+            hits = np.isfinite(start)
+            rows = rows[hits]
+            if not len(rows):
                 break
-            a[closer], converged[closer] = self._project(start[closer, None], direction[None], X[closer])
+            a[rows], converged[rows] = self._project(start[hits, None], direction[None], X[rows])
             moved = True
         else:  # the last round moved these, and no scan has checked them since
-            finished &= ~closer
+            finished[rows] = False
         return a, converged, moved, int((~finished).sum())
 
     def _scan(self, a, direction, X, radii):
